@@ -1,0 +1,15 @@
+// make_cuda_ops() of a build without the CUDA backend: refuses by name (issue 5, item 5).
+#include "kernels/ops.h"
+#include "model/error.h"
+
+namespace dsv4 {
+
+bool cuda_backend_built() { return false; }
+
+std::unique_ptr<Ops> make_cuda_ops(int) {
+  throw Error(
+      "backend: cuda was requested but this dsv4-stage was built without CUDA "
+      "(configure on a machine with nvcc, or set backend: cpu)");
+}
+
+}  // namespace dsv4

@@ -1,0 +1,62 @@
+// One pipeline stage: a contiguous range of trunk layers with their caches, plus the
+// embedding on the first stage and the head on the last (ARCHITECTURE.md "Operations
+// every stage implements"). Model logic is written once against kernels/ops.h.
+//
+// Boundary payload: `h` is backend memory [T, hc, H] f32. On the first stage prefill /
+// decode fill it from the embedding; every stage transforms it in place through its
+// layers. `taps` (drafter on) is backend memory [T, n_targets, H]: a stage writes the
+// column block of every target layer it owns (SPECDECODE.md §2.3, S14).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/numerics.h"
+#include "kernels/ops.h"
+#include "model/checkpoint.h"
+#include "model/placement.h"
+
+namespace dsv4 {
+
+struct StageSpec {
+  int rank = 0, n_ranks = 1;
+  LayerRange layers;          // trunk layers [begin, end) run here
+  int64_t max_seq = 0;        // positions this stage can hold (<= max_position_embeddings)
+  Numerics numerics;
+  bool drafter = false;       // spec decoding on: verify transient rows, taps
+  bool first() const { return rank == 0; }
+  bool last() const { return rank == n_ranks - 1; }
+};
+
+class Stage {
+ public:
+  Stage(Checkpoint& ckpt, Ops& ops, const StageSpec& spec);
+  ~Stage();
+
+  const StageSpec& spec() const { return spec_; }
+  uint64_t resident_bytes() const;
+  int64_t pos() const;                 // positions consumed (decode state)
+
+  // First stage only: h [T, hc, H] = repeat_hc(embed(ids)) (§4.1).
+  void embed(const std::vector<int32_t>& ids, float* h);
+  // All prompt rows at positions 0..n-1 through this stage's layers, filling caches.
+  void prefill(const std::vector<int32_t>& ids, float* h, float* taps);
+  // One row at position pos() with token `token`.
+  void decode(int32_t token, float* h, float* taps);
+  // T rows at positions pos()..pos()+T-1 against provisional state (SPECDECODE §3).
+  void verify(const std::vector<int32_t>& ids, float* h, float* taps);
+  // Keeps the first n rows of the open round, rolls back the rest (SPECDECODE §4).
+  void commit(int n);
+  // Frees / re-initializes the sequence's caches (pos = 0).
+  void reset();
+
+  // Last stage only: logits [rows, V] (backend memory) of h rows [rows, hc, H] (§4.25).
+  void head_logits(const float* h, int rows, float* logits);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  StageSpec spec_;
+};
+
+}  // namespace dsv4
