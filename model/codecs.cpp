@@ -1,0 +1,317 @@
+// Bit-exact decoders and deterministic encoders (CHECKPOINT.md §3).
+#include "model/codecs.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/quant_scalar.h"
+#include "model/error.h"
+
+namespace dsv4 {
+
+namespace {
+
+constexpr int kFp8Block = 128;  // §3.4 block edge
+constexpr int kMxGroup = 32;    // §3.6 group along the input dim
+constexpr int kNvGroup = 16;    // §3.7 group along the input dim
+constexpr float kE4m3Max = 448.0f;
+constexpr float kE2m1Max = 6.0f;
+constexpr uint8_t kE4m3One = 0x38;  // e4m3 code of 1.0
+
+// §3.5 magnitude index (bits 2..0) -> value.
+constexpr float kE2m1Values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void require_finite(float y, const char* encoder) {
+  if (!std::isfinite(y)) throw Error(cat(encoder, ": non-finite input ", y));
+}
+
+// §3.8 rule 5 magnitude index of a >= 0, ties to the even mantissa, saturating at 6.
+// Takes f64 so rule 7's f64 quotient is rounded without an intermediate f32 rounding.
+uint8_t e2m1_index(double a) {
+  if (a <= 0.25) return 0;
+  if (a < 0.75) return 1;
+  if (a <= 1.25) return 2;
+  if (a < 1.75) return 3;
+  if (a <= 2.5) return 4;
+  if (a < 3.5) return 5;
+  if (a <= 5.0) return 6;
+  return 7;
+}
+
+uint8_t e2m1_code(double y) {
+  const uint8_t index = e2m1_index(std::fabs(y));
+  return (y < 0 && index != 0) ? static_cast<uint8_t>(index | 0x8) : index;
+}
+
+// Smallest integer k with amax <= limit * 2^k (k = 0 if amax = 0), clamped to
+// [-127, 127] (§3.8 rules 4, 6, 7). The comparison is exact in f64.
+int pow2_exponent_cover(double amax, double limit) {
+  if (amax == 0) return 0;
+  int k = static_cast<int>(std::ceil(std::log2(amax / limit)));  // estimate, then fix
+  while (std::ldexp(limit, k) < amax) ++k;
+  while (std::ldexp(limit, k - 1) >= amax) --k;
+  return std::clamp(k, -127, 127);
+}
+
+uint8_t e8m0_code_of_exponent(int k) {
+  DSV4_CHECK(k >= -127 && k <= 127, "e8m0 exponent ", k);
+  return static_cast<uint8_t>(k + 127);
+}
+
+// Stores the nibble of element (r, c) of a packed [rows, cols / 2] tensor, §3.5 order.
+void pack_nibble(std::vector<uint8_t>& packed, int64_t cols, int64_t r, int64_t c, uint8_t nibble) {
+  uint8_t& byte = packed[static_cast<size_t>(r * (cols / 2) + c / 2)];
+  byte = (c & 1) ? static_cast<uint8_t>((byte & 0x0F) | (nibble << 4))
+                 : static_cast<uint8_t>((byte & 0xF0) | nibble);
+}
+
+void require_fp4_shape(int64_t rows, int64_t cols, int group, const char* encoder) {
+  if (rows < 0 || cols < 0 || cols % group != 0)
+    throw Error(cat(encoder, ": shape [", rows, ", ", cols, "] needs cols a multiple of ", group));
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += cat(i ? ", " : "", shape[i]);
+  return s + "]";
+}
+
+// Views passed to the whole-matrix decoders must match §3.4 / §3.6 / §3.7 exactly.
+void require_view(const TensorView& v, DType dtype, std::vector<int64_t> shape) {
+  if (v.dtype != dtype || v.shape != shape ||
+      v.nbytes != static_cast<size_t>(v.numel()) * dtype_size(dtype)) {
+    throw Error(cat("tensor ", v.name, ": expected ", dtype_name(dtype), " ", shape_str(shape),
+                    ", got ", dtype_name(v.dtype), " ", shape_str(v.shape), " with ", v.nbytes,
+                    " bytes"));
+  }
+}
+
+}  // namespace
+
+// ---- §3.1 BF16 ----
+
+float bf16_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
+
+uint16_t f32_to_bf16(float x) {
+  if (std::isnan(x)) throw Error("f32_to_bf16: NaN input (CHECKPOINT.md §3.8 rule 1)");
+  return static_cast<uint16_t>(f32_bits(bf16_round(x)) >> 16);
+}
+
+float round_to_bf16(float x) { return bf16_round(x); }
+
+// ---- §3.2 E4M3FN ----
+
+float e4m3_to_f32(uint8_t code) {
+  const int s = code >> 7, e = (code >> 3) & 0xF, m = code & 0x7;
+  if (e == 15 && m == 7) return std::nanf("");
+  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9)
+                           : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
+  return s ? -mag : mag;
+}
+
+uint8_t encode_e4m3(float y) {
+  require_finite(y, "encode_e4m3");
+  // Rule 2: nearest value of the clamped magnitude, ties to the even code.
+  const uint8_t code = e4m3_code_of(e4m3_round(std::min(std::fabs(y), kE4m3Max)));
+  return (y < 0 && code != 0) ? static_cast<uint8_t>(code | 0x80) : code;
+}
+
+// ---- §3.3 E8M0 ----
+
+float e8m0_to_f32(uint8_t code) {
+  if (code == 0xFF) return std::nanf("");
+  return std::ldexp(1.0f, static_cast<int>(code) - 127);  // code 0: subnormal 2^-127 (C6)
+}
+
+// ---- §3.5 E2M1 ----
+
+float e2m1_to_f32(uint8_t nibble) {
+  const float mag = kE2m1Values[nibble & 0x7];
+  return (nibble & 0x8) ? -mag : mag;  // 0x8 -> -0.0 (C5)
+}
+
+uint8_t encode_e2m1(float y) {
+  require_finite(y, "encode_e2m1");
+  return e2m1_code(y);
+}
+
+// ---- §3.4 FP8 block-scaled linear ----
+
+float fp8_linear_at(const Fp8Linear& w, int64_t r, int64_t c) {
+  const int64_t scale_cols = ceil_div(w.in(), kFp8Block);
+  return e4m3_to_f32(w.weight.data[r * w.in() + c]) *
+         e8m0_to_f32(w.scale.data[(r / kFp8Block) * scale_cols + c / kFp8Block]);
+}
+
+std::vector<float> decode_fp8_linear(const Fp8Linear& w) {
+  if (w.weight.shape.size() != 2)
+    throw Error(
+        cat("tensor ", w.weight.name, ": FP8 weight must be 2-D, got ", shape_str(w.weight.shape)));
+  const int64_t rows = w.out(), cols = w.in();
+  require_view(w.weight, DType::F8_E4M3, {rows, cols});
+  require_view(w.scale, DType::F8_E8M0, {ceil_div(rows, kFp8Block), ceil_div(cols, kFp8Block)});
+  std::vector<float> out(static_cast<size_t>(rows * cols));  // [out, in]
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[static_cast<size_t>(r * cols + c)] = fp8_linear_at(w, r, c);
+  return out;
+}
+
+// ---- §3.6 MXFP4 / §3.7 NVFP4 ----
+
+float fp4_linear_at(const Fp4Linear& w, int64_t r, int64_t c) {
+  const float q = e2m1_to_f32(fp4_nibble(w.weight.data + r * (w.cols / 2), c));
+  const int g = w.group();
+  const uint8_t s = w.scale.data[r * (w.cols / g) + c / g];
+  if (w.recipe == ExpertRecipe::mxfp4) return q * e8m0_to_f32(s);
+  const float block_scale = e4m3_to_f32(s) * w.scale_2;  // canonical order, §3.7
+  return block_scale * q;
+}
+
+std::vector<float> decode_fp4_linear(const Fp4Linear& w) {
+  const bool mx = w.recipe == ExpertRecipe::mxfp4;
+  if (w.rows < 0 || w.cols < 0 || w.cols % w.group() != 0)
+    throw Error(cat("tensor ", w.weight.name, ": logical shape [", w.rows, ", ", w.cols,
+                    "] needs cols a multiple of ", w.group()));
+  require_view(w.weight, mx ? DType::I8 : DType::U8, {w.rows, w.cols / 2});
+  require_view(w.scale, mx ? DType::F8_E8M0 : DType::F8_E4M3, {w.rows, w.cols / w.group()});
+  std::vector<float> out(static_cast<size_t>(w.rows * w.cols));  // [rows, cols]
+  for (int64_t r = 0; r < w.rows; ++r)
+    for (int64_t c = 0; c < w.cols; ++c)
+      out[static_cast<size_t>(r * w.cols + c)] = fp4_linear_at(w, r, c);
+  return out;
+}
+
+// ---- §3.8 encoders ----
+
+Fp8Encoded encode_fp8_linear(const float* w, int64_t rows, int64_t cols) {
+  if (rows < 0 || cols < 0)
+    throw Error(cat("encode_fp8_linear: bad shape [", rows, ", ", cols, "]"));
+  const int64_t grid_r = ceil_div(rows, kFp8Block), grid_c = ceil_div(cols, kFp8Block);
+  Fp8Encoded enc;
+  enc.codes.resize(static_cast<size_t>(rows * cols));       // [rows, cols]
+  enc.scales.resize(static_cast<size_t>(grid_r * grid_c));  // [ceil(rows/128), ceil(cols/128)]
+  for (int64_t br = 0; br < grid_r; ++br) {
+    for (int64_t bc = 0; bc < grid_c; ++bc) {
+      const int64_t r0 = br * kFp8Block, r1 = std::min(rows, r0 + kFp8Block);
+      const int64_t c0 = bc * kFp8Block, c1 = std::min(cols, c0 + kFp8Block);
+      float amax = 0.0f;
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) {
+          require_finite(w[r * cols + c], "encode_fp8_linear");
+          amax = std::max(amax, std::fabs(w[r * cols + c]));
+        }
+      const int k = pow2_exponent_cover(amax, kE4m3Max);  // rule 4
+      enc.scales[static_cast<size_t>(br * grid_c + bc)] = e8m0_code_of_exponent(k);
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c)
+          enc.codes[static_cast<size_t>(r * cols + c)] =
+              encode_e4m3(std::ldexp(w[r * cols + c], -k));
+    }
+  }
+  return enc;
+}
+
+Fp4Encoded encode_mxfp4(const float* w, int64_t rows, int64_t cols) {
+  require_fp4_shape(rows, cols, kMxGroup, "encode_mxfp4");
+  const int64_t groups = cols / kMxGroup;
+  Fp4Encoded enc;
+  enc.packed.assign(static_cast<size_t>(rows * cols / 2), 0);  // [rows, cols/2]
+  enc.scales.resize(static_cast<size_t>(rows * groups));       // [rows, cols/32]
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* x = w + r * cols + g * kMxGroup;
+      float amax = 0.0f;
+      for (int i = 0; i < kMxGroup; ++i) {
+        require_finite(x[i], "encode_mxfp4");
+        amax = std::max(amax, std::fabs(x[i]));
+      }
+      const int k = pow2_exponent_cover(amax, kE2m1Max);  // rule 6
+      enc.scales[static_cast<size_t>(r * groups + g)] = e8m0_code_of_exponent(k);
+      for (int i = 0; i < kMxGroup; ++i)
+        pack_nibble(enc.packed, cols, r, g * kMxGroup + i, e2m1_code(std::ldexp(x[i], -k)));
+    }
+  }
+  return enc;
+}
+
+Fp4Encoded encode_nvfp4(const float* w, int64_t rows, int64_t cols) {
+  require_fp4_shape(rows, cols, kNvGroup, "encode_nvfp4");
+  float tensor_amax = 0.0f;
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    require_finite(w[i], "encode_nvfp4");
+    tensor_amax = std::max(tensor_amax, std::fabs(w[i]));
+  }
+  // Rule 7: s2 = 2^m covering the tensor amax. m is further clamped to f32's normal
+  // range [-126, 127] so s2 is a normal f32 (the rule leaves tiny tensors open).
+  const int m = std::clamp(pow2_exponent_cover(tensor_amax, 6.0 * kE4m3Max), -126, 127);
+  const double s2 = std::ldexp(1.0, m);
+  const int64_t groups = cols / kNvGroup;
+  Fp4Encoded enc;
+  enc.scale_2 = static_cast<float>(s2);
+  enc.packed.assign(static_cast<size_t>(rows * cols / 2), 0);  // [rows, cols/2]
+  enc.scales.resize(static_cast<size_t>(rows * groups));       // [rows, cols/16]
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const float* x = w + r * cols + g * kNvGroup;
+      float amax = 0.0f;
+      for (int i = 0; i < kNvGroup; ++i) amax = std::max(amax, std::fabs(x[i]));
+      uint8_t code = kE4m3One;
+      if (amax > 0) {
+        // Smallest positive finite code with 6 v s2 >= amax; codes 0x01..0x7E increase
+        // with their value, so this is a partition point.
+        const auto covers = [&](int c) {
+          return 6.0 * e4m3_to_f32(static_cast<uint8_t>(c)) * s2 >= amax;
+        };
+        int lo = 0x01, hi = 0x7E;
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          if (covers(mid))
+            hi = mid;
+          else
+            lo = mid + 1;
+        }
+        DSV4_CHECK(covers(lo), "nvfp4 block scale, amax ", amax, " s2 ", s2);
+        code = static_cast<uint8_t>(lo);
+      }
+      enc.scales[static_cast<size_t>(r * groups + g)] = code;
+      const double d = e4m3_to_f32(code) * s2;  // exact in f64
+      for (int i = 0; i < kNvGroup; ++i)
+        pack_nibble(enc.packed, cols, r, g * kNvGroup + i, e2m1_code(x[i] / d));
+    }
+  }
+  return enc;
+}
+
+Fp4Encoded mxfp4_to_nvfp4(const Fp4Encoded& mx, int64_t rows, int64_t cols) {
+  require_fp4_shape(rows, cols, kMxGroup, "mxfp4_to_nvfp4");
+  if (mx.packed.size() != static_cast<size_t>(rows * cols / 2) ||
+      mx.scales.size() != static_cast<size_t>(rows * (cols / kMxGroup)))
+    throw Error(cat("mxfp4_to_nvfp4: buffers do not match shape [", rows, ", ", cols, "]"));
+  // Rule 8: one s2 = 2^m with every group's 2^(k_g - m) inside e4m3's power-of-two
+  // range [2^-9, 2^8]; m is the smallest such value (largest block codes).
+  int k_min = 127, k_max = -127;
+  for (uint8_t s : mx.scales) {
+    if (s == 0xFF) throw Error("mxfp4_to_nvfp4: E8M0 scale 0xFF (NaN)");
+    k_min = std::min(k_min, s - 127);
+    k_max = std::max(k_max, s - 127);
+  }
+  const int m = mx.scales.empty() ? 0 : std::max(k_max - 8, -126);
+  if (!mx.scales.empty() && k_min - m < -9)
+    throw Error(cat("mxfp4_to_nvfp4: group exponents span [", k_min, ", ", k_max,
+                    "], wider than e4m3's power-of-two range"));
+  Fp4Encoded nv;
+  nv.packed = mx.packed;  // nibbles unchanged
+  nv.scale_2 = std::ldexp(1.0f, m);
+  nv.scales.reserve(mx.scales.size() * 2);  // [rows, cols/16]
+  for (uint8_t s : mx.scales) {
+    const uint8_t code = encode_e4m3(std::ldexp(1.0f, s - 127 - m));  // exact power of two
+    nv.scales.push_back(code);  // both 16-groups of the 32-group
+    nv.scales.push_back(code);
+  }
+  return nv;
+}
+
+}  // namespace dsv4
