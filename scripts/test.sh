@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every CPU test (labels unit, mpi, slow; gpu tests need the
+# GPU machine: scripts/gpu_build_and_test.sh). This is the README's test command.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/setup.sh"
+export BUILD_DIR=${BUILD_DIR:-$root/build}
+"$root/scripts/build.sh"
+cd "$BUILD_DIR"
+ctest --output-on-failure -LE gpu -j"$(nproc)" --timeout 900
