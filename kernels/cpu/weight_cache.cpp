@@ -1,0 +1,46 @@
+// CpuWeightCache: decode once per stored tensor, keyed by the stored bytes' address.
+#include "kernels/cpu/weight_cache.h"
+
+#include "model/codecs.h"
+#include "model/error.h"
+
+namespace dsv4 {
+
+namespace {
+
+void require_stored(const TensorView& t, const char* what) {
+  if (t.empty()) throw Error(cat("cpu weight cache: tensor '", t.name, "' (", what, ") has no data"));
+}
+
+}  // namespace
+
+const float* CpuWeightCache::dense(const Fp8Linear& w) {
+  require_stored(w.weight, "FP8 linear");
+  auto it = cache_.find(w.weight.data);
+  if (it == cache_.end()) it = cache_.emplace(w.weight.data, decode_fp8_linear(w)).first;
+  return it->second.data();
+}
+
+const float* CpuWeightCache::expert(const Fp4Linear& w) {
+  require_stored(w.weight, "FP4 expert projection");
+  auto it = cache_.find(w.weight.data);
+  if (it == cache_.end()) it = cache_.emplace(w.weight.data, decode_fp4_linear(w)).first;
+  return it->second.data();
+}
+
+const float* CpuWeightCache::widened(const TensorView& t) {
+  require_stored(t, "BF16/F32 weight");
+  if (t.dtype != DType::BF16 && t.dtype != DType::F32)
+    throw Error(cat("cpu weight cache: tensor '", t.name, "' has dtype ", dtype_name(t.dtype),
+                    ", expected BF16 or F32"));
+  auto it = cache_.find(t.data);
+  if (it == cache_.end()) {
+    const int64_t n = t.numel();
+    std::vector<float> w(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) w[static_cast<size_t>(i)] = t.f32_at(i);
+    it = cache_.emplace(t.data, std::move(w)).first;
+  }
+  return it->second.data();
+}
+
+}  // namespace dsv4
