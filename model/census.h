@@ -34,6 +34,13 @@ struct CensusOptions {
 };
 
 std::vector<CensusEntry> tensor_census(const ModelConfig& c, const CensusOptions& o);
+// The parts tensor_census concatenates: the globals (embed, head, norm, hc_head_*), and
+// one block (trunk l < L, or drafter block L + k with its mtp.0 / mtp.last extras), whose
+// routed experts use o.trunk_experts (l < L) or o.drafter_experts (l >= L).
+std::vector<CensusEntry> global_census(const ModelConfig& c);
+std::vector<CensusEntry> block_census(const ModelConfig& c, const CensusOptions& o, int layer_id);
+// o.drafter_blocks resolved: -1 -> len(dspark_target_layer_ids) when DSpark, else 0.
+int census_drafter_blocks(const ModelConfig& c, const CensusOptions& o);
 // Resident bytes of one trunk layer / globals / the drafter, for placement (§5.7).
 uint64_t layer_bytes(const std::vector<CensusEntry>& census, int layer_id);
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,9 @@ class Checkpoint {
   std::map<std::string, std::string> weight_map_;  // tensor -> shard file
   std::map<std::string, std::unique_ptr<SafetensorsFile>> shards_;
   uint64_t bytes_loaded_ = 0;
+  std::optional<uint64_t> index_total_size_;  // metadata.total_size (checked once all shards are open)
+  DrafterKind drafter_kind_ = DrafterKind::none;
+  int drafter_blocks_ = 0;
 };
 
 }  // namespace dsv4

@@ -4,5 +4,5 @@
 set -euo pipefail
 mk=$1; out=$2
 mkdir -p "$out"
-"$mk" --preset tiny --seed 1 --out "$out/tiny"
-"$mk" --preset tiny --seed 1 --experts mxfp4 --out "$out/tiny-mxfp4"
+"$mk" --preset tiny --seed 1 --force --out "$out/tiny"
+"$mk" --preset tiny --seed 1 --experts mxfp4 --force --out "$out/tiny-mxfp4"

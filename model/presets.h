@@ -1,0 +1,17 @@
+// Built-in model configs: the tiny test model (CHECKPOINT.md §6.1) and DeepSeek-V4-Flash
+// with the DSpark drafter (§1.2), plus the config.json text a checkpoint writer emits.
+#pragma once
+#include <string>
+
+#include "model/config.h"
+
+namespace dsv4 {
+
+ModelConfig tiny_preset();   // §6.1 exactly
+ModelConfig flash_preset();  // §1.2 (0731 values, 46-entry compress_ratios, DSpark)
+
+// config.json with the HF keys of §1.2 / §6.1 (identity, quantization_config,
+// expert_dtype, ...), such that parse_model_config reads back the same ModelConfig.
+std::string model_config_json(const ModelConfig& c);
+
+}  // namespace dsv4
