@@ -5,10 +5,15 @@
 // Boundary payload: `h` is backend memory [T, hc, H] f32. On the first stage prefill /
 // decode fill it from the embedding; every stage transforms it in place through its
 // layers. `taps` (drafter on) is backend memory [T, n_targets, H]: a stage writes the
-// column block of every target layer it owns (SPECDECODE.md §2.3, S14).
+// column block of every target layer it owns (SPECDECODE.md §2.3, S14). Row convention:
+// decode / verify write taps rows [0, T) for positions pos0 .. pos0+T-1; prefill of n
+// tokens writes only the last min(W, n) rows: taps row i holds position
+// n - min(W, n) + i (W = sliding_window). Column block k = the target's index in
+// dspark_target_layer_ids. `taps` may be null when spec.drafter is off.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/numerics.h"
@@ -22,10 +27,18 @@ struct StageSpec {
   int rank = 0, n_ranks = 1;
   LayerRange layers;          // trunk layers [begin, end) run here
   int64_t max_seq = 0;        // positions this stage can hold (<= max_position_embeddings)
+  int64_t max_prompt = 0;     // largest prefill (rows of every workspace); 0 = max_seq
   Numerics numerics;
   bool drafter = false;       // spec decoding on: verify transient rows, taps
   bool first() const { return rank == 0; }
   bool last() const { return rank == n_ranks - 1; }
+};
+
+// One cache class of one layer as raw bytes (SPECDECODE.md §4.1; state-identity tests
+// compare these bitwise: -0.0, NaN and the -inf score initialization compare exactly).
+struct CacheClass {
+  std::string name;            // e.g. "layer 3 ring", "layer 2 indexer pending score"
+  std::vector<uint8_t> bytes;
 };
 
 class Stage {
@@ -52,6 +65,12 @@ class Stage {
 
   // Last stage only: logits [rows, V] (backend memory) of h rows [rows, hc, H] (§4.25).
   void head_logits(const float* h, int rows, float* logits);
+
+  // The decode state of every layer (downloaded), plus pos and the block counters.
+  // whole = false: only the live entries of MODEL.md §6.7 item 2 (what prefill(m) and
+  // prefill(n) + decode(n..m) must share); whole = true: the complete ring and whole
+  // pending buffers with the live store rows (SPECDECODE §7 G3, seed cache_classes).
+  std::vector<CacheClass> cache_classes(bool whole) const;
 
  private:
   struct Impl;

@@ -1,0 +1,168 @@
+// The pieces of a block shared by prefill and incremental rows (MODEL.md §4.13-§4.24,
+// §5), and its construction.
+#include "stage/layer.h"
+
+#include <cmath>
+#include <utility>
+
+#include "model/error.h"
+
+namespace dsv4 {
+namespace {
+
+void prepare_fp8(Ops& ops, const Fp8Linear& l) {
+  ops.prepare(l.weight);
+  ops.prepare(l.scale);
+}
+
+void prepare_compressor(Ops& ops, const CompressorWeights& c) {
+  for (const TensorView* t : {&c.wkv, &c.wgate, &c.ape, &c.norm}) ops.prepare(*t);
+}
+
+}  // namespace
+
+void prepare_block(Ops& ops, const BlockWeights& b) {
+  for (const HcParams* p : {&b.hc_attn, &b.hc_ffn}) {
+    ops.prepare(p->fn);
+    ops.prepare(p->base);
+    ops.prepare(p->scale);
+  }
+  for (const TensorView* t : {&b.attn_norm, &b.ffn_norm, &b.q_norm, &b.kv_norm, &b.attn_sink,
+                              &b.gate_weight})
+    ops.prepare(*t);
+  for (const Fp8Linear* l : {&b.wq_a, &b.wq_b, &b.wkv, &b.wo_a, &b.wo_b, &b.shared_w1,
+                             &b.shared_w2, &b.shared_w3})
+    prepare_fp8(ops, *l);
+  if (b.compressor) prepare_compressor(ops, *b.compressor);
+  if (b.indexer) {
+    prepare_fp8(ops, b.indexer->wq_b);
+    ops.prepare(b.indexer->weights_proj);
+    prepare_compressor(ops, b.indexer->compressor);
+  }
+  if (b.gate_bias) ops.prepare(*b.gate_bias);
+  for (const ExpertWeights& e : b.experts)
+    for (const Fp4Linear* l : {&e.w1, &e.w2, &e.w3}) {
+      ops.prepare(l->weight);
+      ops.prepare(l->scale);
+    }
+}
+
+Layer::Layer(Ops& ops, BlockWeights w, const ModelConfig& cfg, const RopeTable& rope,
+             int64_t max_seq, int trans_rows, int row_cap, int tap_col)
+    : w_(std::move(w)),
+      rope_(&rope),
+      cache_(ops, w_, cfg.sliding_window, max_seq, cfg.head_dim, trans_rows, row_cap),
+      tap_col_(tap_col) {
+  prepare_block(ops, w_);
+}
+
+// §5 lines 1-2 and §4.13: hc_pre (attn), attn_norm -> ws.x; q path -> ws.qr, ws.q.
+void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
+  Ops& ops = ctx.ops;
+  const ModelConfig& c = ctx.cfg;
+  Workspace& ws = ctx.ws;
+  const bool act = ctx.num.act_bf16();
+  const int32_t* pos = ws.positions.data();
+  ops.hc_pre(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
+             c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
+  ops.rmsnorm(ws.y.data(), w_.attn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
+  ops.linear_fp8(w_.wq_a, ws.x.data(), rows, act, ws.qr.data());              // [rows, Qr]
+  ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
+  ops.linear_fp8(w_.wq_b, ws.qr.data(), rows, act, ws.q.data());              // [rows, nh, D]
+  ops.head_rms(ws.q.data(), rows * c.num_attention_heads, c.head_dim, c.rms_norm_eps);
+  ops.rope(ws.q.data(), rows, c.num_attention_heads, c.head_dim, *rope_, pos, false);
+}
+
+// §4.14: kv [rows, D] = act_quant(rope(RMSNorm(x wkv^T, kv_norm))).
+void Layer::kv_path(LayerContext& ctx, int rows, float* kv) {
+  Ops& ops = ctx.ops;
+  const ModelConfig& c = ctx.cfg;
+  ops.linear_fp8(w_.wkv, ctx.ws.x.data(), rows, ctx.num.act_bf16(), kv);
+  ops.rmsnorm(kv, w_.kv_norm, rows, c.head_dim, c.rms_norm_eps, kv);
+  ops.rope(kv, rows, 1, c.head_dim, *rope_, ctx.ws.positions.data(), false);
+  ops.kv_act_quant(kv, rows, c.head_dim, c.qk_rope_head_dim, ctx.num.kv_quant);
+}
+
+// §4.18 steps 1 and 3: qI [rows, Ih, Id] (rope, Hadamard + FP4), raw weights [rows, Ih].
+void Layer::indexer_query(LayerContext& ctx, int rows) {
+  Ops& ops = ctx.ops;
+  const ModelConfig& c = ctx.cfg;
+  Workspace& ws = ctx.ws;
+  const bool act = ctx.num.act_bf16();
+  ops.linear_fp8(w_.indexer->wq_b, ws.qr.data(), rows, act, ws.qi.data());
+  ops.rope(ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, *rope_,
+           ws.positions.data(), false);
+  // The rotation always runs (as on the keys in compress_blocks); indexer_quant none
+  // skips only the FP4 fake-quant (MODEL.md numeric options).
+  ops.hadamard_fp4(ws.qi.data(), rows * c.index_n_heads, c.index_head_dim,
+                   ctx.num.indexer_quant == IndexerQuant::fp4);
+  ops.linear_bf16(w_.indexer->weights_proj, ws.x.data(), rows, act, ws.wi.data());
+}
+
+void Layer::upload_index(LayerContext& ctx, const MergedIndex& m, int rows) {
+  DSV4_CHECK(static_cast<size_t>(rows) * m.width <= ctx.ws.idx.size(), "index rows ", rows,
+             " x ", m.width, " exceed the workspace");
+  ctx.ops.upload_i32(ctx.ws.idx.data(), ctx.ws.idx_host.data(),
+                     static_cast<size_t>(rows) * m.width);
+}
+
+// §4.18 steps 4-7 / §6.5: top-k of the visible indexer keys into the compressed columns.
+void Layer::indexer_select(LayerContext& ctx, const MergedIndex& m, int rows,
+                           const float* keys, int index_base) {
+  if (m.tail_width == 0) return;
+  const ModelConfig& c = ctx.cfg;
+  // D7: wscale = fl32(Id^-0.5 * Ih^-0.5), applied per head inside the op.
+  const float wscale = static_cast<float>(std::pow(static_cast<double>(c.index_head_dim), -0.5) *
+                                          std::pow(static_cast<double>(c.index_n_heads), -0.5));
+  ctx.ops.indexer_topk(ctx.ws.qi.data(), ctx.ws.wi.data(), rows, c.index_n_heads,
+                       c.index_head_dim, wscale, keys, m.n_visible.data(), m.tail_width,
+                       index_base, ctx.ws.idx.data(), m.width, m.window_width);
+}
+
+// §4.20-§4.21 and §5 line 5: sink attention over kv_source, inverse rope, grouped wo_a,
+// wo_b, then hc_post into ws.h_mid.
+void Layer::attention_back(LayerContext& ctx, const float* kv_source, const MergedIndex& m,
+                           const float* h, int rows) {
+  Ops& ops = ctx.ops;
+  const ModelConfig& c = ctx.cfg;
+  Workspace& ws = ctx.ws;
+  const bool act = ctx.num.act_bf16();
+  const float scale = static_cast<float>(std::pow(static_cast<double>(c.head_dim), -0.5));
+  ops.sink_attention(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
+                     ws.idx.data(), m.width, w_.attn_sink, scale, ws.o.data());
+  ops.rope(ws.o.data(), rows, c.num_attention_heads, c.head_dim, *rope_, ws.positions.data(),
+           true);
+  ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
+  ops.linear_fp8(w_.wo_b, ws.og.data(), rows, act, ws.a.data());
+  ops.hc_post(ws.a.data(), h, ws.post.data(), ws.comb.data(), rows, c.hc_mult, c.hidden_size,
+              ws.h_mid.data());
+}
+
+// §5 lines 6-10: FFN sub-block from ws.h_mid into h (§4.22-§4.24).
+void Layer::ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h) {
+  Ops& ops = ctx.ops;
+  const ModelConfig& c = ctx.cfg;
+  Workspace& ws = ctx.ws;
+  ops.hc_pre(ws.h_mid.data(), rows, c.hc_mult, c.hidden_size, w_.hc_ffn, c.rms_norm_eps,
+             c.hc_eps, c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
+  ops.rmsnorm(ws.y.data(), w_.ffn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
+  ops.route(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
+            c.num_experts_per_tok, static_cast<float>(c.routed_scaling_factor), ws.sel.data(),
+            ws.wt.data());
+  ops.moe(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
+          static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());
+  ops.hc_post(ws.moe_out.data(), ws.h_mid.data(), ws.post.data(), ws.comb.data(), rows,
+              c.hc_mult, c.hidden_size, h);
+}
+
+// SPECDECODE §2.3: taps[t, k, :] = hc_mean(h[t]) for this layer's column block k.
+void Layer::write_taps(LayerContext& ctx, const float* h, int rows, float* taps) {
+  if (tap_col_ < 0) return;
+  if (taps == nullptr)
+    throw Error(cat("layer ", w_.layer_id, " is a drafter tap target but no taps buffer was given"));
+  const int hidden = ctx.cfg.hidden_size;
+  ctx.ops.hc_mean(h, rows, ctx.cfg.hc_mult, hidden, taps + static_cast<int64_t>(tap_col_) * hidden,
+                  ctx.n_targets * hidden);
+}
+
+}  // namespace dsv4

@@ -1,0 +1,76 @@
+// One trunk block with its cache (MODEL.md §5): prefill from position 0, incremental
+// rows (plain decode, or a verify round against transient rows, SPECDECODE.md §3.4),
+// and the round's commit. Written once against kernels/ops.h.
+#pragma once
+#include <cstdint>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "stage/attention_index.h"
+#include "stage/layer_cache.h"
+#include "stage/workspace.h"
+
+namespace dsv4 {
+
+// What every layer of a stage shares.
+struct LayerContext {
+  Ops& ops;
+  const ModelConfig& cfg;
+  const Numerics& num;
+  Workspace& ws;
+  int n_targets = 0;  // tap row width in units of hidden (SPECDECODE §2.3)
+};
+
+class Layer {
+ public:
+  // tap_col: column block of this layer in the tap rows, -1 when not a target.
+  Layer(Ops& ops, BlockWeights w, const ModelConfig& cfg, const RopeTable& rope,
+        int64_t max_seq, int trans_rows, int row_cap, int tap_col);
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  // h [s, hc, H] in place; positions 0..s-1; fills the cache (§6.6). Taps: the last
+  // min(W, s) rows.
+  void prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, float* taps);
+  // h [rows, hc, H] at positions pos0..pos0+rows-1 (ids host [rows]). Plain decode
+  // (verify = false, rows = 1) writes the ring; a verify round writes transient rows
+  // and checkpoints the compressors (SPECDECODE §4.2, §4.3).
+  void step(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, bool verify,
+            float* h, float* taps);
+  // SPECDECODE §4.6 commit order: ring scatter, then the compressor rollbacks.
+  void commit(Ops& ops, int64_t pos0, int n, int rows);
+  // DSpark draft block (ratio 0, SPECDECODE §2.6): h [rows, hc, H] at positions
+  // pos0..pos0+rows-1. The draft kv goes to transient rows [0, rows); every row attends
+  // ring slots [0, n_ring) then all transient rows (no causal mask). No persistent write.
+  void draft(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, int n_ring,
+             float* h);
+  // SPECDECODE §2.5: ring slot p mod W = the kv path of x [1, H] (main_x) at position p.
+  void write_context_row(LayerContext& ctx, const float* x, int64_t p);
+  void reset(Ops& ops) { cache_.reset(ops); }
+
+  const BlockWeights& weights() const { return w_; }
+  const LayerCache& cache() const { return cache_; }
+
+ private:
+  void attention_front(LayerContext& ctx, const float* h, int rows);
+  void kv_path(LayerContext& ctx, int rows, float* kv);
+  void indexer_query(LayerContext& ctx, int rows);
+  void upload_index(LayerContext& ctx, const MergedIndex& m, int rows);
+  void indexer_select(LayerContext& ctx, const MergedIndex& m, int rows, const float* keys,
+                      int index_base);
+  void attention_back(LayerContext& ctx, const float* kv_source, const MergedIndex& m,
+                      const float* h, int rows);
+  void ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h);
+  void write_taps(LayerContext& ctx, const float* h, int rows, float* taps);
+
+  BlockWeights w_;
+  const RopeTable* rope_;
+  LayerCache cache_;
+  int tap_col_;
+};
+
+// Makes every tensor of a block resident on the backend (Ops::prepare).
+void prepare_block(Ops& ops, const BlockWeights& b);
+
+}  // namespace dsv4

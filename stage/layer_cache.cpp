@@ -1,0 +1,143 @@
+// MODEL.md §6.1, §6.4, §6.6; SPECDECODE.md §4.3.
+#include "stage/layer_cache.h"
+
+#include <limits>
+
+#include "model/error.h"
+
+namespace dsv4 {
+
+CompressorState::CompressorState(Ops& ops, const CompressorWeights& w, float* store,
+                                 int row_cap, bool checkpoint)
+    : w_(&w),
+      ratio_(w.ratio),
+      latent_(w.latent()),
+      slots_(w.overlap ? 2 * w.ratio : w.ratio),
+      store_(store) {
+  const size_t pend = static_cast<size_t>(slots_) * latent_;
+  pend_kv_ = ops.alloc(pend);
+  pend_score_ = ops.alloc(pend);
+  rows_kv_ = ops.alloc(static_cast<size_t>(row_cap) * latent_);
+  rows_score_ = ops.alloc(static_cast<size_t>(row_cap) * latent_);
+  if (checkpoint) {
+    snap_kv_ = ops.alloc(pend);
+    snap_score_ = ops.alloc(pend);
+  }
+  reset(ops);
+}
+
+void CompressorState::reset(Ops& ops) {
+  const size_t pend = static_cast<size_t>(slots_) * latent_;
+  ops.fill(pend_kv_.data(), 0.0f, pend);
+  ops.fill(pend_score_.data(), -std::numeric_limits<float>::infinity(), pend);
+  blocks_ = blocks0_ = 0;
+}
+
+int CompressorState::slot_of(int64_t p) const {
+  const int in_block = static_cast<int>(p % ratio_);
+  return w_->overlap ? ratio_ + in_block : in_block;
+}
+
+void CompressorState::write_row(Ops& ops, int64_t p, int i) {
+  const size_t off = static_cast<size_t>(slot_of(p)) * latent_;
+  const size_t src = static_cast<size_t>(i) * latent_;
+  ops.copy(pend_kv_.data() + off, rows_kv_.data() + src, latent_);
+  ops.copy(pend_score_.data() + off, rows_score_.data() + src, latent_);
+}
+
+void CompressorState::shift(Ops& ops) {
+  const size_t half = static_cast<size_t>(ratio_) * latent_;
+  ops.copy(pend_kv_.data(), pend_kv_.data() + half, half);
+  ops.copy(pend_score_.data(), pend_score_.data() + half, half);
+}
+
+void CompressorState::seed_from_prefill(Ops& ops, const float* kv, const float* score,
+                                        int n) {
+  const int cutoff = ratio_ * (n / ratio_);
+  const int rem = n - cutoff;
+  const size_t row = latent_;
+  const size_t block = static_cast<size_t>(ratio_) * row;
+  // Overlap: prev <- the last complete block, cur <- the remainder; non-overlap: the
+  // remainder goes to rows [0, rem).
+  if (w_->overlap && cutoff >= ratio_) {
+    ops.copy(pend_kv_.data(), kv + (cutoff - ratio_) * row, block);
+    ops.copy(pend_score_.data(), score + (cutoff - ratio_) * row, block);
+  }
+  if (rem > 0) {
+    const size_t dst = w_->overlap ? block : 0;
+    ops.copy(pend_kv_.data() + dst, kv + cutoff * row, rem * row);
+    ops.copy(pend_score_.data() + dst, score + cutoff * row, rem * row);
+  }
+  blocks_ = n / ratio_;
+}
+
+void CompressorState::project(Ops& ops, const float* x, int rows, float* kv,
+                              float* score) const {
+  ops.linear_island(w_->wkv, x, rows, kv);
+  ops.linear_island(w_->wgate, x, rows, score);
+}
+
+void CompressorState::advance(Ops& ops, int64_t pos0, int rows, const RopeTable& rope,
+                              double norm_eps, const Numerics& num, bool open_round) {
+  const size_t pend = static_cast<size_t>(slots_) * latent_;
+  if (open_round) {
+    DSV4_CHECK(snap_kv_.data() != nullptr, "verify round without a checkpoint buffer");
+    ops.copy(snap_kv_.data(), pend_kv_.data(), pend);
+    ops.copy(snap_score_.data(), pend_score_.data(), pend);
+    blocks0_ = blocks_;
+  }
+  const size_t cur = w_->overlap ? static_cast<size_t>(ratio_) * latent_ : 0;
+  for (int i = 0; i < rows; ++i) {
+    const int64_t p = pos0 + i;
+    write_row(ops, p, i);
+    if ((p + 1) % ratio_ != 0) continue;
+    const int j = static_cast<int>(p / ratio_);
+    DSV4_CHECK(blocks_ == j, "compressor blocks ", blocks_, " != emitted block ", j);
+    ops.compress_blocks(*w_, pend_kv_.data() + cur, pend_score_.data() + cur, 1,
+                        w_->overlap ? pend_kv_.data() : nullptr,
+                        w_->overlap ? pend_score_.data() : nullptr, j, rope, norm_eps, num,
+                        store_ + static_cast<int64_t>(j) * w_->d);
+    if (w_->overlap) shift(ops);
+    blocks_ = j + 1;
+  }
+}
+
+void CompressorState::rollback(Ops& ops, int64_t pos0, int n) {
+  const size_t pend = static_cast<size_t>(slots_) * latent_;
+  ops.copy(pend_kv_.data(), snap_kv_.data(), pend);
+  ops.copy(pend_score_.data(), snap_score_.data(), pend);
+  blocks_ = blocks0_;
+  for (int i = 0; i < n; ++i) {
+    const int64_t p = pos0 + i;
+    write_row(ops, p, i);
+    if ((p + 1) % ratio_ != 0) continue;
+    if (w_->overlap) shift(ops);
+    ++blocks_;
+  }
+}
+
+LayerCache::LayerCache(Ops& ops, const BlockWeights& b, int window_, int64_t max_seq,
+                       int head_dim_, int trans_rows_, int row_cap)
+    : window(window_),
+      cap_blocks(b.ratio > 0 ? static_cast<int>(max_seq / b.ratio) : 0),
+      trans_rows(trans_rows_),
+      head_dim(head_dim_) {
+  kvc = ops.alloc(static_cast<size_t>(window + cap_blocks + trans_rows) * head_dim);
+  if (b.compressor) {
+    attn.emplace(ops, *b.compressor, store_rows(), row_cap, trans_rows > 0);
+  }
+  if (b.indexer) {
+    const CompressorWeights& ic = b.indexer->compressor;
+    ikvc = ops.alloc(static_cast<size_t>(cap_blocks) * ic.d);
+    index.emplace(ops, ic, ikvc.data(), row_cap, trans_rows > 0);
+  }
+}
+
+void LayerCache::reset(Ops& ops) {
+  ops.fill(kvc.data(), 0.0f, kvc.size());
+  if (ikvc.data()) ops.fill(ikvc.data(), 0.0f, ikvc.size());
+  if (attn) attn->reset(ops);
+  if (index) index->reset(ops);
+}
+
+}  // namespace dsv4

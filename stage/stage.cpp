@@ -1,0 +1,205 @@
+// Stage: loads the weights of its layer range only, prepares them, allocates every
+// cache and workspace once, and runs prefill / decode / verify / commit / head
+// (ARCHITECTURE.md "Operations every stage implements"; SPECDECODE.md §3-§4).
+#include "stage/stage.h"
+
+#include <algorithm>
+
+#include "model/error.h"
+#include "stage/head.h"
+#include "stage/stage_impl.h"
+
+namespace dsv4 {
+namespace {
+
+constexpr int kOverlapRatio = 4;
+
+// Column block of layer l in the tap rows (S14), -1 if it is not a target.
+int tap_column(const ModelConfig& c, int l) {
+  const auto& t = c.dspark.target_layer_ids;
+  const auto it = std::find(t.begin(), t.end(), l);
+  return it == t.end() ? -1 : static_cast<int>(it - t.begin());
+}
+
+void check_spec(const ModelConfig& c, const StageSpec& s) {
+  if (s.n_ranks < 1 || s.rank < 0 || s.rank >= s.n_ranks)
+    throw Error(cat("stage: rank ", s.rank, " outside [0, ", s.n_ranks, ")"));
+  if (s.layers.begin < 0 || s.layers.begin >= s.layers.end ||
+      s.layers.end > c.num_hidden_layers)
+    throw Error(cat("stage: layer range [", s.layers.begin, ", ", s.layers.end,
+                    ") is not a non-empty part of [0, ", c.num_hidden_layers, ")"));
+  if (s.max_seq < 1 || s.max_seq > c.max_position_embeddings)
+    throw Error(cat("stage: max_seq ", s.max_seq, " outside [1, max_position_embeddings ",
+                    c.max_position_embeddings, "]"));
+  if (s.max_prompt < 0 || s.max_prompt > s.max_seq)
+    throw Error(cat("stage: max_prompt ", s.max_prompt, " outside [0, max_seq ", s.max_seq, "]"));
+  if (s.drafter && !c.dspark.present)
+    throw Error(cat("stage: drafter requested but ", c.source, " has no dspark_* fields"));
+  if (s.drafter && c.dspark.block_size + 1 > c.sliding_window)
+    throw Error(cat("stage: verify depth ", c.dspark.block_size + 1, " exceeds sliding_window ",
+                    c.sliding_window, " (SPECDECODE R-S2)"));
+}
+
+}  // namespace
+
+Stage::Impl::Impl(Checkpoint& ckpt, Ops& ops_, const StageSpec& spec_)
+    : ops(ops_), cfg(ckpt.config()), spec(spec_) {
+  check_spec(cfg, spec);
+  if (spec.max_prompt == 0) spec.max_prompt = spec.max_seq;
+  tmax = spec.drafter ? cfg.dspark.block_size + 1 : 0;
+  n_targets = spec.drafter ? static_cast<int>(cfg.dspark.target_layer_ids.size()) : 0;
+  const uint64_t bytes0 = ckpt.bytes_loaded();
+
+  plain = make_plain_rope(cfg, spec.max_seq + (spec.drafter ? cfg.dspark.block_size : 0));
+  yarn = make_yarn_rope(cfg, spec.max_seq);
+  ops.prepare(plain);
+  ops.prepare(yarn);
+  if (spec.first()) {
+    embed_table = ckpt.load_embed();
+    ops.prepare(embed_table);
+  }
+  if (spec.last()) {
+    head = ckpt.load_head();
+    head_matrix = ckpt.load_head_matrix();
+    for (const TensorView* t :
+         {&head.norm, &head.hc_head_fn, &head.hc_head_base, &head.hc_head_scale, &head_matrix})
+      ops.prepare(*t);
+  }
+
+  WorkspaceSizes sz;
+  sz.rows = static_cast<int>(std::max<int64_t>({spec.max_prompt, tmax, 1}));
+  int tail_cap = 0;
+  for (int l = spec.layers.begin; l < spec.layers.end; ++l) {
+    BlockWeights w = ckpt.load_block(l);
+    const int r = w.ratio;
+    if (r > 0) {
+      sz.max_blocks = std::max(sz.max_blocks, sz.rows / r);
+      sz.cmp_latent = std::max(sz.cmp_latent, w.compressor->latent());
+      const int nb_cap = static_cast<int>(spec.max_seq / r);
+      tail_cap = std::max(tail_cap, r == kOverlapRatio ? std::min(cfg.index_topk, nb_cap) : nb_cap);
+    }
+    if (w.indexer) sz.idx_latent = std::max(sz.idx_latent, w.indexer->compressor.latent());
+    const int tap = spec.drafter ? tap_column(cfg, l) : -1;
+    layers.push_back(std::make_unique<Layer>(ops, std::move(w), cfg, r == 0 ? plain : yarn,
+                                             spec.max_seq, tmax, std::max(tmax, 1), tap));
+  }
+  sz.index_width = cfg.sliding_window + tail_cap;
+  ws = std::make_unique<Workspace>(ops, cfg, sz);
+  weight_bytes = ckpt.bytes_loaded() - bytes0;
+}
+
+void Stage::Impl::check_tokens(const std::vector<int32_t>& ids, const char* what) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= cfg.vocab_size)
+      throw Error(cat(what, ": token id ", ids[i], " at index ", i, " outside [0, vocab_size ",
+                      cfg.vocab_size, ")"));
+}
+
+void Stage::Impl::check_no_round(const char* what) const {
+  if (round_open)
+    throw Error(cat(what, ": a verify round is open at position ", pos,
+                    " (commit it first, SPECDECODE R-S9)"));
+}
+
+void Stage::Impl::run_step(const std::vector<int32_t>& ids, bool verify, float* h,
+                           float* taps) {
+  const int rows = static_cast<int>(ids.size());
+  if (spec.first()) ops.embed(embed_table, ids.data(), rows, cfg.hc_mult, h);
+  LayerContext ctx = context();
+  for (auto& layer : layers) layer->step(ctx, ids.data(), pos, rows, verify, h, taps);
+}
+
+Stage::Stage(Checkpoint& ckpt, Ops& ops, const StageSpec& spec)
+    : impl_(std::make_unique<Impl>(ckpt, ops, spec)), spec_(impl_->spec) {}
+
+Stage::~Stage() = default;
+
+uint64_t Stage::resident_bytes() const {
+  uint64_t n = impl_->weight_bytes + impl_->ws->bytes();
+  for (const auto& l : impl_->layers)
+    n += (l->cache().kvc.size() + l->cache().ikvc.size()) * sizeof(float);
+  return n;
+}
+
+int64_t Stage::pos() const { return impl_->pos; }
+
+void Stage::embed(const std::vector<int32_t>& ids, float* h) {
+  Impl& m = *impl_;
+  if (!spec_.first()) throw Error(cat("embed: rank ", spec_.rank, " is not the first stage"));
+  if (ids.empty() || static_cast<int64_t>(ids.size()) > m.ws->sizes.rows)
+    throw Error(cat("embed: ", ids.size(), " rows outside [1, ", m.ws->sizes.rows, "]"));
+  m.check_tokens(ids, "embed");
+  m.ops.embed(m.embed_table, ids.data(), static_cast<int>(ids.size()), m.cfg.hc_mult, h);
+}
+
+void Stage::prefill(const std::vector<int32_t>& ids, float* h, float* taps) {
+  Impl& m = *impl_;
+  m.check_no_round("prefill");
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n == 0) throw Error("prefill: empty prompt");
+  if (n > spec_.max_seq)
+    throw Error(cat("prefill: prompt of ", n, " tokens exceeds max_seq ", spec_.max_seq));
+  if (n > spec_.max_prompt)
+    throw Error(cat("prefill: prompt of ", n, " tokens exceeds max_prompt ", spec_.max_prompt));
+  m.check_tokens(ids, "prefill");
+  reset();
+  if (spec_.first()) m.ops.embed(m.embed_table, ids.data(), static_cast<int>(n), m.cfg.hc_mult, h);
+  LayerContext ctx = m.context();
+  for (auto& layer : m.layers) layer->prefill(ctx, ids.data(), static_cast<int>(n), h, taps);
+  m.pos = n;
+}
+
+void Stage::decode(int32_t token, float* h, float* taps) {
+  Impl& m = *impl_;
+  m.check_no_round("decode");
+  if (m.pos == 0) throw Error("decode: no prefill has run (position 0)");
+  if (m.pos >= spec_.max_seq)
+    throw Error(cat("decode: position ", m.pos, " is past max_seq ", spec_.max_seq));
+  const std::vector<int32_t> ids{token};
+  m.check_tokens(ids, "decode");
+  m.run_step(ids, false, h, taps);
+  ++m.pos;
+}
+
+void Stage::verify(const std::vector<int32_t>& ids, float* h, float* taps) {
+  Impl& m = *impl_;
+  if (!spec_.drafter) throw Error("verify: the stage was built without the drafter (tmax 0)");
+  m.check_no_round("verify");
+  if (m.pos == 0) throw Error("verify: no prefill has run (position 0)");
+  const int64_t t = static_cast<int64_t>(ids.size());
+  if (t < 1 || t > m.tmax) throw Error(cat("verify: T = ", t, " outside [1, tmax ", m.tmax, "]"));
+  if (m.pos + t > spec_.max_seq)
+    throw Error(cat("verify: positions ", m.pos, " + T ", t, " exceed max_seq ", spec_.max_seq));
+  m.check_tokens(ids, "verify");
+  m.run_step(ids, true, h, taps);
+  m.round_open = true;
+  m.round_rows = static_cast<int>(t);
+}
+
+void Stage::commit(int n) {
+  Impl& m = *impl_;
+  if (!m.round_open) throw Error(cat("commit: no verify round is open (n = ", n, ")"));
+  if (n < 1 || n > m.round_rows)
+    throw Error(cat("commit: n = ", n, " outside [1, T = ", m.round_rows, "]"));
+  for (auto& layer : m.layers) layer->commit(m.ops, m.pos, n, m.round_rows);
+  m.pos += n;
+  m.round_open = false;
+}
+
+void Stage::reset() {
+  Impl& m = *impl_;
+  for (auto& layer : m.layers) layer->reset(m.ops);
+  m.pos = 0;
+  m.round_open = false;
+  m.round_rows = 0;
+}
+
+void Stage::head_logits(const float* h, int rows, float* logits) {
+  Impl& m = *impl_;
+  if (!spec_.last()) throw Error(cat("head_logits: rank ", spec_.rank, " is not the last stage"));
+  if (rows < 1 || rows > m.ws->sizes.rows)
+    throw Error(cat("head_logits: ", rows, " rows outside [1, ", m.ws->sizes.rows, "]"));
+  trunk_head_logits(m.ops, m.cfg, m.head, m.head_matrix, h, rows, m.ws->y.data(), logits);
+}
+
+}  // namespace dsv4

@@ -1,0 +1,42 @@
+// Scratch of one stage, allocated ONCE at construction for `rows` rows (the largest
+// prefill, or the verify depth tmax) and shared by its layers in turn: the decode and
+// verify paths allocate no backend memory (the CUDA backend depends on this).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+
+namespace dsv4 {
+
+struct WorkspaceSizes {
+  int rows = 0;          // R: rows of every per-row buffer
+  int max_blocks = 0;    // most compressed blocks a prefill of R rows emits in a layer
+  int index_width = 0;   // widest merged index row (window + compressed tail)
+  int cmp_latent = 0;    // widest attention-compressor latent Lc (0: none)
+  int idx_latent = 0;    // indexer-compressor latent (0: no indexer)
+};
+
+struct Workspace {
+  Workspace(Ops& ops, const ModelConfig& c, const WorkspaceSizes& sz);
+
+  WorkspaceSizes sizes;
+  FBuf y, x;              // [R, H]   hc collapse, sub-block input (norm output)
+  FBuf post, comb;        // [R, hc], [R, hc, hc]
+  FBuf h_mid;             // [R, hc, H] state between the attention and FFN sub-blocks
+  FBuf qr, q, o;          // [R, Qr], [R, nh, D], [R, nh, D]
+  FBuf og, a;             // [R, G*Or], [R, H]
+  FBuf kv_src;            // [R + max_blocks, D] prefill KV source (window ++ compressed)
+  FBuf raw_kv, raw_score;     // [R, Lc] prefill raw attention-compressor projections
+  FBuf iraw_kv, iraw_score;   // [R, Li] prefill raw indexer-compressor projections
+  FBuf qi, wi;            // [R, Ih, Id], [R, Ih] indexer queries and head weights
+  FBuf wt, moe_out;       // [R, K], [R, H]
+  IBuf idx, sel;          // [R, index_width], [R, K]
+  std::vector<int32_t> idx_host;   // host staging of idx
+  std::vector<int32_t> positions;  // host [R]
+
+  uint64_t bytes() const;
+};
+
+}  // namespace dsv4
