@@ -1,0 +1,42 @@
+// --dump-boundary files (ARCHITECTURE.md "Debugging a stage in isolation"): one
+// safetensors file per boundary crossing, DIR/rank<r>_op<i>_<recv|send>.safetensors:
+//   h           F32 [T, hc, H]        hidden rows received / sent (when they cross)
+//   taps        F32 [T, n_targets, H] tap rows (drafter on)
+//   logits      F32 [rows, V]         head rank's send: the rows it scored
+//   argmax      I64 [rows]            head rank's send: their argmax
+//   op_kind     I64 [1]               OpKind value (prefill 0, decode 1, ... stop 6)
+//   op_seq      I64 [1]               sequence id
+//   op_count    I64 [1]               commit count
+//   positions   I64 [T]               positions of the rows (absent when T = 0)
+//   token_ids   I64 [T]               the rows' token ids (absent when T = 0)
+//   layer_range I64 [2]               this rank's trunk layers [begin, end)
+//   n_ranks     I64 [1]               P of the run
+// Rank 0's recv file holds the header tensors only (its input is the token ids).
+#pragma once
+#include <optional>
+#include <string>
+
+#include "model/config.h"
+#include "model/placement.h"
+#include "stage/pipeline.h"
+
+namespace dsv4 {
+
+struct DumpedCrossing {
+  OpHeader header;
+  std::vector<float> h, taps, logits;
+  std::vector<int32_t> argmax;
+  LayerRange layers;
+  int n_ranks = 1;
+};
+
+std::string boundary_file(const std::string& dir, int rank, int op, bool outgoing);
+
+void write_boundary_record(const std::string& dir, int rank, int n_ranks, LayerRange layers,
+                           const ModelConfig& config, const BoundaryRecord& rec);
+
+// nullopt when the file does not exist; throws Error when it is malformed.
+std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int rank, int op,
+                                                   bool outgoing);
+
+}  // namespace dsv4

@@ -1,0 +1,153 @@
+#include "stage/coordinator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+
+#include "model/error.h"
+
+namespace dsv4 {
+
+void check_admission(const GenerationRequest& req, int64_t max_seq, int64_t vocab) {
+  const auto p0 = static_cast<int64_t>(req.prompt.size());
+  if (p0 < 1) throw Error("prompt_ids: the prompt is empty (a request needs >= 1 token)");
+  if (req.max_new < 1) throw Error(cat("max_new: ", req.max_new, " (must be >= 1)"));
+  if (p0 > max_seq)
+    throw Error(cat("prompt_ids: prompt of ", p0, " tokens exceeds max_seq ", max_seq));
+  if (p0 + req.max_new - 1 > max_seq)
+    throw Error(cat("max_new: prompt of ", p0, " tokens + max_new ", req.max_new,
+                    " - 1 exceeds max_seq ", max_seq, " (SPECDECODE.md S5)"));
+  for (size_t i = 0; i < req.prompt.size(); ++i)
+    if (req.prompt[i] < 0 || req.prompt[i] >= vocab)
+      throw Error(cat("prompt_ids[", i, "]: token id ", req.prompt[i], " outside [0, ", vocab,
+                      ")"));
+}
+
+namespace {
+
+// SPECDECODE §5.1 / ARCHITECTURE.md "A spec round as messages": every engine call is one
+// operation header to every rank. Keeps the logits rows of emitted tokens when asked.
+class PipelineSpecEngine final : public SpecEngine {
+ public:
+  PipelineSpecEngine(std::function<OpResult(const OpHeader&)> run, OpHeader base,
+                     GenerationResult& out, int64_t vocab)
+      : run_(std::move(run)), header_(std::move(base)), out_(out), vocab_(vocab) {}
+
+  Proposal propose(int32_t head, int64_t anchor) override {
+    m0_ = anchor + 1;
+    OpResult r = send(OpKind::propose, {head}, 0, false);
+    Proposal p;
+    p.out_ids = std::move(r.ids);
+    p.confidence = std::move(r.scores);
+    DSV4_CHECK(!p.out_ids.empty() && p.out_ids[0] == head, "proposal of ", p.out_ids.size(),
+               " ids without the head token");
+    p.nan = std::any_of(p.confidence.begin(), p.confidence.end(),
+                        [](float v) { return std::isnan(v); });
+    return p;
+  }
+  std::vector<int32_t> verify(const std::vector<int32_t>& x) override {
+    OpResult r = send(OpKind::verify, x, 0, header_.want_logits);
+    DSV4_CHECK(r.ids.size() == x.size(), "verify of ", x.size(), " rows returned ", r.ids.size());
+    logits_ = std::move(r.logits);
+    return r.ids;
+  }
+  void commit(int n) override {
+    send(OpKind::commit, {}, n, false);
+    if (!header_.want_logits) return;
+    for (int i = 0; i < n; ++i)  // row i chose the token after position m0 + i
+      out_.logits.emplace_back(logits_.begin() + i * vocab_, logits_.begin() + (i + 1) * vocab_);
+  }
+
+ private:
+  OpResult send(OpKind kind, std::vector<int32_t> ids, int count, bool logits) {
+    OpHeader h = header_;
+    h.kind = kind;
+    h.pos = m0_;
+    h.ids = std::move(ids);
+    h.count = count;
+    h.want_logits = logits;
+    return run_(h);
+  }
+
+  std::function<OpResult(const OpHeader&)> run_;
+  OpHeader header_;
+  GenerationResult& out_;
+  int64_t vocab_;
+  int64_t m0_ = 0;
+  std::vector<float> logits_;
+};
+
+}  // namespace
+
+OpResult Coordinator::run(const OpHeader& header) {
+  if (control_) control_->send_header(header);
+  return pipeline_.execute(header);
+}
+
+GenerationResult Coordinator::generate(const GenerationRequest& req) {
+  check_admission(req, max_seq_, vocab_);
+  using Clock = std::chrono::steady_clock;
+  using Ms = std::chrono::duration<double, std::milli>;
+  GenerationResult out;
+  auto take = [&](OpResult&& r) {
+    DSV4_CHECK(r.ids.size() == 1, "head returned ", r.ids.size(), " ids for one row");
+    out.tokens.push_back(r.ids[0]);
+    if (req.keep_logits) {
+      DSV4_CHECK(r.logits.size() == static_cast<size_t>(vocab_), "logits row of ",
+                 r.logits.size(), " floats");
+      out.logits.push_back(std::move(r.logits));
+    }
+  };
+
+  OpHeader header;
+  header.seq = seq_;
+  header.want_logits = req.keep_logits;
+  header.kind = OpKind::prefill;
+  header.pos = 0;
+  header.ids = req.prompt;
+  const auto prefill_start = Clock::now();
+  take(run(header));
+  out.prefill_ms = Ms(Clock::now() - prefill_start).count();
+
+  // Greedy decode: the last emitted token is consumed at the next position.
+  const auto decode_start = Clock::now();
+  if (req.spec_tmax > 0) {
+    PipelineSpecEngine engine([this](const OpHeader& h) { return run(h); }, header, out, vocab_);
+    SpecOptions opt;
+    opt.p0 = static_cast<int64_t>(req.prompt.size());
+    opt.n_new = req.max_new;
+    opt.depth_cap = req.depth_cap;
+    opt.tmax = req.spec_tmax;
+    const int32_t head = out.tokens.back();
+    out.tokens.pop_back();  // spec_generate emits the head token itself
+    SpecResult spec = spec_generate(engine, head, opt);
+    out.tokens = std::move(spec.tokens);
+    out.rounds = std::move(spec.rounds);
+    out.ended_by_carry = spec.ended_by_carry;
+    out.decode_steps = static_cast<int64_t>(out.rounds.size());
+  }
+  header.kind = OpKind::decode;
+  while (static_cast<int64_t>(out.tokens.size()) < req.max_new) {
+    header.pos = static_cast<int64_t>(req.prompt.size() + out.tokens.size()) - 1;
+    header.ids = {out.tokens.back()};
+    take(run(header));
+    ++out.decode_steps;
+  }
+  out.decode_ms = Ms(Clock::now() - decode_start).count();
+
+  header.kind = OpKind::reset;  // the sequence is done: every stage frees its caches
+  header.ids.clear();
+  header.pos = 0;
+  run(header);
+  ++seq_;
+  return out;
+}
+
+void Coordinator::stop() {
+  OpHeader header;
+  header.kind = OpKind::stop;
+  if (control_) control_->send_header(header);
+}
+
+}  // namespace dsv4

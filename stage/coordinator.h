@@ -1,0 +1,54 @@
+// Rank 0's generation loop (ARCHITECTURE.md "Ranks and roles"): admission, prefill,
+// argmax from the head rank, then greedy decode steps or speculative rounds (propose,
+// verify, commit; SPECDECODE.md §5.1), each header sent to every rank.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "comm/control_plane.h"
+#include "stage/pipeline.h"
+#include "stage/spec_rounds.h"
+
+namespace dsv4 {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // p0 token ids, p0 >= 1
+  int64_t max_new = 1;          // n_new tokens to emit
+  bool keep_logits = false;     // return the logits row that chose each token
+  int spec_tmax = 0;            // 0: plain greedy; else B + 1: speculative rounds (SPECDECODE §5)
+  int depth_cap = 0;            // speculative: verify depth cap, <= 0 none (§5.2)
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;              // n_new greedy tokens
+  std::vector<std::vector<float>> logits;   // [n_new][V] when asked; row 0 from prefill
+  double prefill_ms = 0, decode_ms = 0;     // decode_ms: all decode steps together
+  int64_t decode_steps = 0;                 // plain decode steps, or verify rounds
+  std::vector<SpecRound> rounds;            // speculative: every round record (R-A4)
+  bool ended_by_carry = false;
+};
+
+// Refuses a request the engine cannot serve, naming the numbers (SPECDECODE.md S5:
+// 1 <= p0 <= max_seq and p0 + n_new - 1 <= max_seq; ids in [0, V)).
+void check_admission(const GenerationRequest& req, int64_t max_seq, int64_t vocab);
+
+class Coordinator {
+ public:
+  // control is null on a single-rank run.
+  Coordinator(Pipeline& pipeline, ControlPlane* control, int64_t max_seq, int64_t vocab)
+      : pipeline_(pipeline), control_(control), max_seq_(max_seq), vocab_(vocab) {}
+
+  GenerationResult generate(const GenerationRequest& req);
+  // Ends the run on every rank (they leave Pipeline::serve).
+  void stop();
+
+ private:
+  OpResult run(const OpHeader& header);  // header to every rank, then this rank's part
+
+  Pipeline& pipeline_;
+  ControlPlane* control_;
+  int64_t max_seq_, vocab_;
+  int64_t seq_ = 0;
+};
+
+}  // namespace dsv4

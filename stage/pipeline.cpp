@@ -1,0 +1,178 @@
+#include "stage/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "model/error.h"
+
+namespace dsv4 {
+
+namespace {
+bool moves_rows(OpKind k) {
+  return k == OpKind::prefill || k == OpKind::decode || k == OpKind::verify;
+}
+}  // namespace
+
+HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
+                             const OpHeader& header, float* h, float* taps, bool keep_logits,
+                             Drafter* drafter) {
+  const StageSpec& spec = stage.spec();
+  const int64_t t_rows = header.rows();  // T
+  if (moves_rows(header.kind)) {
+    DSV4_CHECK(t_rows >= 1, "operation ", op_kind_name(header.kind), " without rows");
+    DSV4_CHECK(stage.pos() == header.pos, "rank ", spec.rank, ": stage at position ",
+               stage.pos(), ", operation at ", header.pos);
+  }
+  switch (header.kind) {  // the first stage embeds the ids itself (stage.h)
+    case OpKind::prefill:
+      stage.prefill(header.ids, h, taps);
+      if (drafter) drafter->prime(taps, t_rows);  // R-D5 prime
+      break;
+    case OpKind::decode:
+      DSV4_CHECK(t_rows == 1, "decode of ", t_rows, " rows");
+      stage.decode(header.ids[0], h, taps);
+      break;
+    case OpKind::verify: stage.verify(header.ids, h, taps); break;
+    case OpKind::commit:
+      stage.commit(header.count);
+      if (drafter) drafter->write_rings(taps, header.pos, header.count);  // R-S5
+      return {};
+    case OpKind::reset:
+      stage.reset();
+      if (drafter) drafter->reset();
+      return {};
+    case OpKind::propose: {
+      if (!spec.last()) return {};
+      if (!drafter || t_rows != 1)
+        throw Error(cat("rank ", spec.rank, ": propose at position ", header.pos,
+                        drafter ? " needs exactly one head token" : " but no drafter is loaded"));
+      Proposal p = drafter->propose(header.ids[0], header.pos - 1);
+      HeadOutput out;
+      out.argmax = std::move(p.out_ids);
+      out.scores = std::move(p.confidence);
+      return out;
+    }
+    case OpKind::stop: return {};
+  }
+  if (!spec.last()) return {};
+
+  // Rows the head scores: the last prompt row of a prefill, every other operation's rows.
+  const int64_t rows = header.kind == OpKind::prefill ? 1 : t_rows;
+  const int64_t first_row = t_rows - rows;
+  const int64_t vocab = config.vocab_size;  // V
+  const size_t row_floats = static_cast<size_t>(config.hc_mult) * config.hidden_size;
+  FBuf logits = ops.alloc(static_cast<size_t>(rows * vocab));  // [rows, V]
+  stage.head_logits(h + static_cast<size_t>(first_row) * row_floats, static_cast<int>(rows),
+                    logits.data());
+  HeadOutput out;
+  out.argmax.resize(static_cast<size_t>(rows));
+  ops.argmax(logits.data(), static_cast<int>(rows), vocab, out.argmax.data());
+  for (int64_t r = 0; r < rows; ++r)
+    if (out.argmax[static_cast<size_t>(r)] < 0)
+      throw Error(cat("rank ", spec.rank, ": NaN in the logits of position ",
+                      header.pos + first_row + r, " (", op_kind_name(header.kind),
+                      "; SPECDECODE.md S9)"));
+  if (keep_logits) {
+    out.logits.resize(static_cast<size_t>(rows * vocab));
+    ops.download(out.logits.data(), logits.data(), out.logits.size());
+  }
+  return out;
+}
+
+Pipeline::Pipeline(Stage& stage, Ops& ops, const ModelConfig& config, ControlPlane* control,
+                   DataPlane* data, PipelineHooks hooks, Drafter* drafter)
+    : stage_(stage), ops_(ops), config_(config), control_(control), data_(data),
+      hooks_(std::move(hooks)), drafter_(drafter) {
+  const bool single = stage.spec().n_ranks == 1;
+  DSV4_CHECK(single || (control_ && data_), "a multi-rank pipeline needs both planes");
+}
+
+size_t Pipeline::hidden_floats(int64_t rows) const {
+  return static_cast<size_t>(rows) * config_.hc_mult * config_.hidden_size;  // [T, hc, H]
+}
+
+size_t Pipeline::tap_floats(int64_t rows) const {
+  return static_cast<size_t>(rows) * config_.dspark.target_layer_ids.size() *
+         config_.hidden_size;  // [T, n_targets, H]
+}
+
+std::vector<float> Pipeline::to_host(const float* p, size_t n) {
+  std::vector<float> host(n);
+  if (n) ops_.download(host.data(), p, n);
+  return host;
+}
+
+void Pipeline::record(const OpHeader& header, bool outgoing, const BoundaryPayload& payload,
+                      const HeadOutput* head) {
+  if (!hooks_.boundary) return;
+  BoundaryRecord rec;
+  rec.op_index = op_index_ - 1;
+  rec.outgoing = outgoing;
+  rec.header = &header;
+  if (payload.h) rec.h = to_host(payload.h, payload.h_floats);
+  if (payload.taps) rec.taps = to_host(payload.taps, payload.tap_floats);
+  if (head) {
+    rec.logits = head->logits;
+    rec.argmax = head->argmax;
+  }
+  hooks_.boundary(rec);
+}
+
+OpResult Pipeline::execute(const OpHeader& header) {
+  const int index = op_index_++;
+  if (hooks_.before_op) hooks_.before_op(index, header);
+  const auto start = std::chrono::steady_clock::now();
+  const StageSpec& spec = stage_.spec();
+  const bool rows = moves_rows(header.kind);
+  const bool answers = rows || header.kind == OpKind::propose;  // the head returns a result
+
+  FBuf h, taps;
+  BoundaryPayload payload;
+  if (rows) {
+    h = ops_.alloc(hidden_floats(header.rows()));
+    payload.h = h.data();
+    payload.h_floats = h.size();
+    if (spec.drafter) {  // S14: a prefill carries only the last min(W, p0) tap rows
+      taps = ops_.alloc(tap_floats(header.kind == OpKind::prefill
+                                       ? std::min<int64_t>(config_.sliding_window, header.rows())
+                                       : header.rows()));
+      payload.taps = taps.data();
+      payload.tap_floats = taps.size();
+    }
+    if (!spec.first()) data_->recv(spec.rank - 1, payload);
+  }
+  record(header, false, spec.first() ? BoundaryPayload{} : payload, nullptr);
+
+  const bool keep_logits = header.want_logits || static_cast<bool>(hooks_.boundary);
+  float* op_taps = header.kind == OpKind::commit ? round_taps_.data() : payload.taps;
+  HeadOutput head = compute_operation(stage_, ops_, config_, header, payload.h, op_taps,
+                                      keep_logits, spec.last() ? drafter_ : nullptr);
+
+  OpResult result;
+  if (rows && !spec.last()) {
+    data_->send(spec.rank + 1, payload);
+    record(header, true, payload, nullptr);
+  } else if (answers && spec.last()) {
+    if (rows) record(header, true, BoundaryPayload{}, &head);
+    result.ids = std::move(head.argmax);
+    result.scores = std::move(head.scores);
+    if (header.want_logits) result.logits = std::move(head.logits);
+    if (!spec.first()) control_->send_result(result);
+  }
+  if (answers && spec.first() && !spec.last()) result = control_->recv_result();
+  if (header.kind == OpKind::verify && spec.last()) round_taps_ = std::move(taps);
+
+  const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+  if (hooks_.after_op) hooks_.after_op(index, header, ms.count());
+  return result;
+}
+
+void Pipeline::serve() {
+  for (;;) {
+    const OpHeader header = control_->recv_header();
+    if (header.kind == OpKind::stop) return;
+    execute(header);
+  }
+}
+
+}  // namespace dsv4

@@ -1,0 +1,85 @@
+// The dsv4-stage command line: flags override the YAML; inconsistent flags are refused.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "launcher/cli.h"
+#include "launcher/device_select.h"
+#include "launcher/fault_injection.h"
+#include "model/error.h"
+
+using namespace dsv4;
+
+namespace {
+CliOptions parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "dsv4-stage");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return parse_cli(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string refusal(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("command line flags override the run config") {
+  RunConfig c = parse_run_config("model: m\nmax_new: 4\nprompt_ids: [1]\n", "run.yaml", "/cfg");
+  const CliOptions cli =
+      parse({"--config", "run.yaml", "--model", "other", "--prompt-ids", "7,8", "--max-new", "3",
+             "--log-dir", "logs", "--dump-boundary", "dump", "--backend", "cuda",
+             "--dump-logits", "l.json"});
+  apply_cli(cli, c);
+  CHECK(cli.config == "run.yaml");
+  CHECK(c.model == "other");  // command-line paths stay relative to the cwd
+  CHECK(c.prompt_ids == std::vector<int32_t>{7, 8});
+  CHECK(c.max_new == 3);
+  CHECK(c.log_dir == "logs");
+  CHECK(c.dump_boundary == "dump");
+  CHECK(c.backend == Backend::cuda);
+  CHECK(cli.dump_logits == "l.json");
+  CHECK_FALSE(cli.stage_only.has_value());
+}
+
+TEST_CASE("command line refusals name the flag") {
+  CHECK(refusal({}).find("--config: missing") != std::string::npos);
+  CHECK(refusal({"--config", "c", "--stage-only", "1"}).find("--stage-only and --replay") !=
+        std::string::npos);
+  CHECK(refusal({"--config", "c", "--replay", "d"}).find("--stage-only and --replay") !=
+        std::string::npos);
+  CHECK(refusal({"--config", "c", "--max-new", "0"}).find("--max-new: 0") != std::string::npos);
+  CHECK(refusal({"--config", "c", "--bogus"}).find("command line:") != std::string::npos);
+  CHECK(refusal({"--config", "c", "extra"}).find("unexpected argument 'extra'") !=
+        std::string::npos);
+  RunConfig c;
+  CliOptions cli = parse({"--config", "c", "--backend", "tpu"});
+  CHECK_THROWS_WITH_AS(apply_cli(cli, c), "--backend: unknown backend 'tpu' (allowed: cpu, cuda)",
+                       Error);
+  CHECK(parse({"--help"}).help);
+  CHECK(help_text().find("dump_boundary") != std::string::npos);  // YAML keys are explained
+}
+
+TEST_CASE("device selection: node-local rank unless devices pins one per rank") {
+  CHECK(select_device({}, 3, 4, 1) == 1);
+  CHECK(select_device({2, 3, 0, 1}, 1, 4, 1) == 3);
+  CHECK_THROWS_WITH_AS(select_device({0, 1}, 0, 4, 0),
+                       "devices: 2 entries for 4 ranks (list one GPU per rank, or leave devices out)",
+                       Error);
+}
+
+TEST_CASE("DSV4_FAULT_INJECT values: <rank>:<op>:<error|kill>") {
+  const FaultPlan p = parse_fault_plan("1:2:kill");
+  CHECK(p.rank == 1);
+  CHECK(p.op == 2);
+  CHECK(p.kill);
+  CHECK_FALSE(parse_fault_plan("0:5:error").kill);
+  CHECK_THROWS_AS(parse_fault_plan("1:2:explode"), Error);
+  CHECK_THROWS_AS(parse_fault_plan("x:2:error"), Error);
+  CHECK_THROWS_AS(parse_fault_plan("1:2"), Error);
+}
