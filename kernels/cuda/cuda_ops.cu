@@ -1,0 +1,288 @@
+// CudaOps construction, memory, residency and the elementwise ops (add, embed).
+#include "kernels/cuda/cuda_ops.h"
+
+#include <cstring>
+
+#include "kernels/cuda/cuda_check.h"
+#include "model/error.h"
+
+namespace dsv4 {
+
+using cuda::blocks_for;
+using cuda::grid_rows;
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void fill_kernel(float* dst, float value, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    dst[i] = value;
+}
+__global__ void fill_i32_kernel(int32_t* dst, int32_t value, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    dst[i] = value;
+}
+__global__ void add_kernel(float* y, const float* x, size_t n) {
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
+    y[i] += x[i];
+}
+
+// §4.1: h[t, c, :] = table[ids[t], :] for c < hc (exact bf16 -> f32 widening).
+__global__ void embed_kernel(cuda::DenseW table, const int32_t* ids, int s, int hc, int hidden,
+                             float* h) {
+  for (int t = blockIdx.y; t < s; t += gridDim.y) {
+    const int64_t src = static_cast<int64_t>(ids[t]) * hidden;
+    for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < hidden; d += gridDim.x * blockDim.x) {
+      const float v = table.at(src + d);
+      for (int c = 0; c < hc; ++c) h[(static_cast<int64_t>(t) * hc + c) * hidden + d] = v;
+    }
+  }
+}
+
+}  // namespace
+
+CudaOps::CudaOps(int device) : device_(device) {
+  activate();
+  DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+CudaOps::~CudaOps() {
+  // Destructors cannot throw: release what we own and ignore late errors.
+  cudaSetDevice(device_);
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (auto& [key, r] : weights_) cudaFree(r.ptr);
+  for (auto& [key, r] : ropes_) cudaFree(r.ptr);
+  for (auto& [key, e] : experts_) cudaFree(e.table.ptr);
+  for (auto& s : scratch_) cudaFree(s.ptr);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaOps::activate() const { DSV4_CUDA_CHECK(cudaSetDevice(device_)); }
+
+// ---- memory ----
+
+FBuf CudaOps::alloc(size_t n) {
+  activate();
+  void* p = nullptr;
+  if (n > 0) {
+    DSV4_CUDA_CHECK(cudaMalloc(&p, n * sizeof(float)));
+    DSV4_CUDA_CHECK(cudaMemset(p, 0, n * sizeof(float)));
+  }
+  const int dev = device_;
+  return FBuf(static_cast<float*>(p), n, [dev](void* q) { cudaSetDevice(dev); cudaFree(q); });
+}
+
+IBuf CudaOps::alloc_i32(size_t n) {
+  activate();
+  void* p = nullptr;
+  if (n > 0) {
+    DSV4_CUDA_CHECK(cudaMalloc(&p, n * sizeof(int32_t)));
+    DSV4_CUDA_CHECK(cudaMemset(p, 0, n * sizeof(int32_t)));
+  }
+  const int dev = device_;
+  return IBuf(static_cast<int32_t*>(p), n, [dev](void* q) { cudaSetDevice(dev); cudaFree(q); });
+}
+
+void CudaOps::fill(float* dst, float value, size_t n) {
+  if (n == 0) return;
+  activate();
+  fill_kernel<<<blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_>>>(dst, value, n);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void CudaOps::fill_i32(int32_t* dst, int32_t value, size_t n) {
+  if (n == 0) return;
+  activate();
+  fill_i32_kernel<<<blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_>>>(dst, value, n);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void CudaOps::copy(float* dst, const float* src, size_t n) {
+  if (n == 0) return;
+  activate();
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+}
+
+// Uploads from pageable host memory are staged before cudaMemcpyAsync returns, so the
+// caller may reuse `host` at once; downloads wait for the stream.
+void CudaOps::upload(float* dst, const float* host, size_t n) {
+  if (n == 0) return;
+  activate();
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaOps::download(float* host, const float* src, size_t n) {
+  if (n == 0) return;
+  activate();
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaOps::upload_i32(int32_t* dst, const int32_t* host, size_t n) {
+  if (n == 0) return;
+  activate();
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaOps::download_i32(int32_t* host, const int32_t* src, size_t n) {
+  if (n == 0) return;
+  activate();
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaOps::synchronize() {
+  activate();
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void* CudaOps::scratch(Slot slot, size_t bytes) {
+  Scratch& s = scratch_[static_cast<int>(slot)];
+  if (bytes > s.bytes) {
+    activate();
+    if (s.ptr) {
+      DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels may still read it
+      DSV4_CUDA_CHECK(cudaFree(s.ptr));
+      s = Scratch{};
+    }
+    DSV4_CUDA_CHECK(cudaMalloc(&s.ptr, bytes));
+    s.bytes = bytes;
+  }
+  return s.ptr;
+}
+
+const int32_t* CudaOps::stage_i32(Slot slot, const int32_t* host, size_t n) {
+  auto* d = static_cast<int32_t*>(scratch(slot, (n > 0 ? n : 1) * sizeof(int32_t)));
+  if (n > 0)
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(d, host, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  return d;
+}
+
+// ---- residency ----
+
+void CudaOps::prepare(const TensorView& t) { resident(t); }
+
+const uint8_t* CudaOps::resident(const TensorView& t) {
+  if (t.empty()) throw Error(cat("backend cuda: tensor '", t.name, "' has no data"));
+  auto it = weights_.find(t.data);
+  if (it != weights_.end()) {
+    DSV4_CHECK(it->second.nbytes == t.nbytes, "tensor ", t.name, " re-registered with ",
+               t.nbytes, " bytes, resident copy has ", it->second.nbytes);
+    return static_cast<const uint8_t*>(it->second.ptr);
+  }
+  activate();
+  void* p = nullptr;
+  DSV4_CUDA_CHECK(cudaMalloc(&p, t.nbytes > 0 ? t.nbytes : 1));
+  // Synchronous copy: the stored bytes may be a mapped file the caller unmaps later.
+  DSV4_CUDA_CHECK(cudaMemcpy(p, t.data, t.nbytes, cudaMemcpyHostToDevice));
+  weights_.emplace(t.data, Resident{p, t.nbytes});
+  return static_cast<const uint8_t*>(p);
+}
+
+cuda::DenseW CudaOps::dense(const TensorView& t, int64_t cols) {
+  if (t.dtype != DType::BF16 && t.dtype != DType::F32)
+    throw Error(cat("backend cuda: tensor '", t.name, "' has dtype ", dtype_name(t.dtype),
+                    ", expected BF16 or F32"));
+  cuda::DenseW w;
+  w.p = resident(t);
+  w.bf16 = t.dtype == DType::BF16;
+  w.cols = cols;
+  return w;
+}
+
+cuda::Fp8W CudaOps::fp8(const Fp8Linear& w) {
+  if (w.weight.dtype != DType::F8_E4M3 || w.scale.dtype != DType::F8_E8M0 ||
+      w.weight.shape.size() != 2)
+    throw Error(cat("backend cuda: FP8 linear '", w.weight.name, "' needs F8_E4M3 [out, in] + F8_E8M0 scales"));
+  const int64_t scale_rows = (w.out() + 127) / 128, scale_cols = (w.in() + 127) / 128;
+  if (w.scale.numel() != scale_rows * scale_cols)
+    throw Error(cat("backend cuda: scale '", w.scale.name, "' has ", w.scale.numel(),
+                    " entries, expected ", scale_rows, "x", scale_cols));
+  cuda::Fp8W d;
+  d.codes = resident(w.weight);
+  d.scales = resident(w.scale);
+  d.cols = w.in();
+  d.scale_cols = scale_cols;
+  return d;
+}
+
+cuda::Fp4W CudaOps::fp4(const Fp4Linear& w) {
+  const bool mx = w.recipe == ExpertRecipe::mxfp4;
+  if (w.cols % w.group() != 0 || w.weight.nbytes != static_cast<size_t>(w.rows * (w.cols / 2)) ||
+      w.scale.nbytes != static_cast<size_t>(w.rows * (w.cols / w.group())) ||
+      w.scale.dtype != (mx ? DType::F8_E8M0 : DType::F8_E4M3))
+    throw Error(cat("backend cuda: FP4 expert projection '", w.weight.name, "' [", w.rows, ", ",
+                    w.cols, "] has inconsistent stored sizes or scale dtype"));
+  cuda::Fp4W d;
+  d.packed = resident(w.weight);
+  d.scales = resident(w.scale);
+  d.scale_2 = w.scale_2;
+  d.cols = w.cols;
+  d.group = w.group();
+  d.nv = !mx;
+  return d;
+}
+
+void CudaOps::prepare(const RopeTable& t) { rope_table(t); }
+
+const float* CudaOps::rope_table(const RopeTable& t) {
+  DSV4_CHECK(t.fc.size() == static_cast<size_t>(t.positions) * t.rope_dim, "rope table of ",
+             t.positions, " positions has ", t.fc.size(), " entries");
+  auto it = ropes_.find(t.fc.data());
+  if (it != ropes_.end()) return static_cast<const float*>(it->second.ptr);
+  activate();
+  const size_t bytes = t.fc.size() * sizeof(float);
+  void* p = nullptr;
+  DSV4_CUDA_CHECK(cudaMalloc(&p, bytes > 0 ? bytes : 1));
+  DSV4_CUDA_CHECK(cudaMemcpy(p, t.fc.data(), bytes, cudaMemcpyHostToDevice));
+  ropes_.emplace(t.fc.data(), Resident{p, bytes});
+  return static_cast<const float*>(p);
+}
+
+// ---- elementwise ----
+
+void CudaOps::add(float* y, const float* x, size_t n) {
+  if (n == 0) return;
+  activate();
+  add_kernel<<<blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_>>>(y, x, n);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void CudaOps::embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) {
+  if (table.shape.size() != 2)
+    throw Error(cat("embed: table '", table.name, "' must be 2-D [V, H]"));
+  const int64_t vocab = table.dim(0), hidden = table.dim(1);
+  for (int t = 0; t < s; ++t)
+    if (ids[t] < 0 || ids[t] >= vocab)
+      throw Error(cat("embed: token id ", ids[t], " at row ", t, " outside [0, ", vocab,
+                      ") of '", table.name, "'"));
+  if (s == 0) return;
+  activate();
+  const cuda::DenseW w = dense(table, hidden);
+  const int32_t* d_ids = stage_i32(Slot::host_args, ids, static_cast<size_t>(s));
+  const dim3 grid(blocks_for(hidden, kThreads), grid_rows(s));
+  embed_kernel<<<grid, kThreads, 0, stream_>>>(w, d_ids, s, hc, static_cast<int>(hidden), h);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+// ---- factory ----
+
+bool cuda_backend_built() { return true; }
+
+std::unique_ptr<Ops> make_cuda_ops(int device) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    throw Error(cat("backend: cuda has no usable device (cudaGetDeviceCount: ",
+                    err == cudaSuccess ? "0 devices" : cudaGetErrorString(err),
+                    "); check the driver and CUDA_VISIBLE_DEVICES, or set backend: cpu"));
+  }
+  if (device < 0 || device >= count)
+    throw Error(cat("backend: cuda device ", device, " requested but only ", count,
+                    " device(s) are visible"));
+  return std::make_unique<CudaOps>(device);
+}
+
+}  // namespace dsv4

@@ -1,0 +1,118 @@
+// CudaOps: the CUDA twin of the CPU reference (kernels/ops.h). One stream per instance;
+// weights are uploaded once as their stored bytes (FP8 / FP4 codes and scales are decoded
+// in-register, so every kernel sees the exact dequantized value, CHECKPOINT.md §3).
+// Every reduction has a fixed order and each row of a multi-row call is computed exactly
+// as a single-row call (SPECDECODE.md §6.3). Accumulation: f32 (the serving arm of
+// MODEL.md §3.2), f64 where every arm demands it (Sinkhorn). Internal header: the op
+// families are implemented in kernels/cuda/<family>.cu.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <unordered_map>
+
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/ops.h"
+
+namespace dsv4 {
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(int device);
+  ~CudaOps() override;
+  const char* name() const override { return "cuda"; }
+
+  FBuf alloc(size_t n) override;
+  IBuf alloc_i32(size_t n) override;
+  void fill(float* dst, float value, size_t n) override;
+  void fill_i32(int32_t* dst, int32_t value, size_t n) override;
+  void copy(float* dst, const float* src, size_t n) override;
+  void upload(float* dst, const float* host, size_t n) override;
+  void download(float* host, const float* src, size_t n) override;
+  void upload_i32(int32_t* dst, const int32_t* host, size_t n) override;
+  void download_i32(int32_t* host, const int32_t* src, size_t n) override;
+  void synchronize() override;
+  void prepare(const TensorView& t) override;
+  void prepare(const RopeTable& t) override;
+
+  void add(float* y, const float* x, size_t n) override;
+  void embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) override;
+  void rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps,
+               float* y) override;
+  void head_rms(float* v, int vectors, int n, double eps) override;
+  void rope(float* v, int rows, int heads, int dim, const RopeTable& t,
+            const int32_t* positions, bool inverse) override;
+  void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override;
+  void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
+
+  void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
+              double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb) override;
+  void hc_post(const float* x, const float* res, const float* post, const float* comb, int s,
+               int hc, int hidden, float* out) override;
+  void hc_head(const float* h, int s, int hc, int hidden, const HeadWeights& w,
+               double norm_eps, double hc_eps, float* y) override;
+  void hc_mean(const float* h, int s, int hc, int hidden, float* out, int out_stride) override;
+
+  void linear_fp8(const Fp8Linear& w, const float* x, int rows, bool act_bf16,
+                  float* y) override;
+  void linear_bf16(const TensorView& w, const float* x, int rows, bool act_bf16,
+                   float* y) override;
+  void linear_island(const TensorView& w, const float* x, int rows, float* y) override;
+  void grouped_wo_a(const Fp8Linear& wo_a, const float* o, int rows, int groups,
+                    bool act_bf16, float* og) override;
+
+  void compress_blocks(const CompressorWeights& c, const float* kv, const float* score,
+                       int n_blocks, const float* prev_kv, const float* prev_score,
+                       int first_block, const RopeTable& rope, double norm_eps,
+                       const Numerics& num, float* out) override;
+  void indexer_topk(const float* q, const float* w, int rows, int heads, int dim, float wscale,
+                    const float* keys, const int32_t* n_visible, int width, int index_base,
+                    int32_t* idx, int idx_stride, int col0) override;
+  void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
+                      const int32_t* idx, int width, const TensorView& sink, float scale,
+                      float* o) override;
+
+  void route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+             int n_experts, int k, float route_scale, int32_t* sel, float* wt) override;
+  void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+           int k, float swiglu_limit, const Numerics& num, float* out) override;
+
+  void argmax(const float* logits, int rows, int64_t n, int32_t* out) override;
+
+ private:
+  // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
+  enum class Slot { host_args, host_args2, f32_a, f32_b, f32_c, f32_d, f32_e, bytes, count };
+
+  void activate() const;  // cudaSetDevice(device_)
+  void* scratch(Slot slot, size_t bytes);
+  float* scratch_f32(Slot slot, size_t n) { return static_cast<float*>(scratch(slot, n * 4)); }
+  // Host int32 array -> device scratch (no cudaMalloc on the hot path once grown).
+  const int32_t* stage_i32(Slot slot, const int32_t* host, size_t n);
+
+  // Device copy of a weight's stored bytes, uploaded on first use (prepare is idempotent).
+  // Keyed by the host address: the mapped checkpoint outlives this object.
+  const uint8_t* resident(const TensorView& t);
+  cuda::DenseW dense(const TensorView& t, int64_t cols);  // BF16 / F32, refuses others
+  cuda::Fp8W fp8(const Fp8Linear& w);
+  cuda::Fp4W fp4(const Fp4Linear& w);
+  const float* rope_table(const RopeTable& t);  // device fc [positions, rd]
+  // Device array of the block's experts (cuda::ExpertW [E]), built once per block; sets
+  // *inter to the common expert width I.
+  const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter);
+
+  // Generic L-bf16 / island GEMV: y[r*y_stride + n] = sum_k a(x[r*x_stride + k]) W(w_row0+n, k).
+  template <class W>
+  void gemv(const W& w, int64_t w_row0, const float* x, int64_t x_stride, int64_t k_in,
+            bool act_bf16, float* y, int64_t y_stride, int64_t n_out, int rows);
+
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  struct Resident { void* ptr; size_t nbytes; };
+  std::unordered_map<const void*, Resident> weights_;  // keyed by TensorView::data
+  std::unordered_map<const void*, Resident> ropes_;    // keyed by RopeTable::fc.data()
+  struct ExpertTable { Resident table; int inter; };
+  std::unordered_map<const void*, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
+  struct Scratch { void* ptr = nullptr; size_t bytes = 0; };
+  Scratch scratch_[static_cast<int>(Slot::count)];
+};
+
+}  // namespace dsv4

@@ -1,0 +1,135 @@
+// Device-side building blocks shared by the CUDA kernels: exact decoders of the stored
+// formats (CHECKPOINT.md §3), weight accessors that decode in-register, and fixed-order
+// reductions (MODEL.md §6.8 law 1: one written order, no float atomics).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/quant_scalar.h"
+
+namespace dsv4::cuda {
+
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xFFFFFFFFu;
+
+// ---- decoders (CHECKPOINT.md §3.1-§3.5), bit-exact with model/codecs.cpp ----
+
+__device__ inline float bf16_value(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
+
+// §3.2 E4M3FN: subnormal m * 2^-9, normal (1 + m/8) 2^(e-7), 0x7F / 0xFF NaN.
+__device__ inline float e4m3_value(uint8_t code) {
+  const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
+  const uint32_t e = (code >> 3) & 0xFu, m = code & 0x7u;
+  if (e == 15 && m == 7) return __int_as_float(0x7FC00000);
+  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0.001953125f));
+  return f32_from_bits(sign | ((e - 7 + 127) << 23) | (m << 20));
+}
+
+// §3.3 E8M0: 2^(e-127); code 0 is the f32 subnormal 2^-127; 0xFF NaN.
+__device__ inline float e8m0_value(uint8_t code) {
+  if (code == 0xFF) return __int_as_float(0x7FC00000);
+  if (code == 0) return f32_from_bits(0x00400000u);
+  return f32_from_bits(static_cast<uint32_t>(code) << 23);
+}
+
+// §3.5 E2M1 nibble: magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, bit 3 negates.
+__device__ inline float e2m1_value(uint8_t nibble) {
+  const uint32_t idx = nibble & 0x7u, e = idx >> 1, m = idx & 1u;
+  const float mag = e == 0 ? 0.5f * static_cast<float>(m)
+                           : (1.0f + 0.5f * static_cast<float>(m)) * f32_from_bits((e - 1 + 127) << 23);
+  return (nibble & 0x8u) ? -mag : mag;
+}
+
+// ---- weight accessors: element (r, c) of the exact dequantized weight ----
+
+// BF16 or F32 [rows, cols] (islands, norms, bf16 linears).
+struct DenseW {
+  const void* p = nullptr;
+  bool bf16 = false;
+  int64_t cols = 0;
+  __device__ float at(int64_t i) const {
+    return bf16 ? bf16_value(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+  }
+  __device__ float at(int64_t r, int64_t c) const { return at(r * cols + c); }
+};
+
+// FP8 128x128 block-scaled W = e4m3(code) * e8m0(scale) (§3.4).
+struct Fp8W {
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;  // [ceil(rows/128), scale_cols]
+  int64_t cols = 0, scale_cols = 0;
+  __device__ float at(int64_t r, int64_t c) const {
+    return e4m3_value(codes[r * cols + c]) * e8m0_value(scales[(r >> 7) * scale_cols + (c >> 7)]);
+  }
+};
+
+// FP4 expert projection (§3.6 MXFP4 / §3.7 NVFP4, canonical order e4m3(sb)*s2 first).
+struct Fp4W {
+  const uint8_t* packed = nullptr;  // [rows, cols/2], even c low nibble
+  const uint8_t* scales = nullptr;  // [rows, cols/group]
+  float scale_2 = 1.0f;
+  int64_t cols = 0;
+  int group = 32;
+  bool nv = false;
+  __device__ float at(int64_t r, int64_t c) const {
+    const uint8_t byte = packed[r * (cols >> 1) + (c >> 1)];
+    const float q = e2m1_value((c & 1) ? static_cast<uint8_t>(byte >> 4) : static_cast<uint8_t>(byte & 0xF));
+    const uint8_t s = scales[r * (cols / group) + c / group];
+    if (!nv) return q * e8m0_value(s);
+    return (e4m3_value(s) * scale_2) * q;
+  }
+};
+
+// One routed expert's projections (§2.5): w1 gate [I, H], w3 up [I, H], w2 down [H, I].
+struct ExpertW {
+  Fp4W w1, w3, w2;
+};
+
+// ---- fixed-order reductions ----
+
+// Butterfly over the warp: every lane ends with the same bits (addition is commutative).
+__device__ inline float warp_sum(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+__device__ inline float warp_max(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+  return v;
+}
+
+// Block sum in a fixed tree (warp butterflies, then the warp partials in a butterfly);
+// every thread gets the result. `shared` holds >= 32 floats; blockDim.x % 32 == 0.
+__device__ inline float block_sum(float v, float* shared) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = blockDim.x / kWarp;
+  v = warp_sum(v);
+  __syncthreads();  // `shared` may still be read by a previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float p = lane < warps ? shared[lane] : 0.0f;
+  return warp_sum(p);
+}
+
+__device__ inline float block_max(float v, float* shared) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int warps = blockDim.x / kWarp;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float p = lane < warps ? shared[lane] : -INFINITY;
+  return warp_max(p);
+}
+
+// Grid-stride helpers for launches with a fixed block size.
+inline unsigned blocks_for(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 64 ? 65535 * 64 : b));
+}
+// Rows go on grid.y (at most 65535; kernels loop over the rest).
+inline unsigned grid_rows(int64_t rows) {
+  return static_cast<unsigned>(rows < 1 ? 1 : (rows > 65535 ? 65535 : rows));
+}
+
+}  // namespace dsv4::cuda

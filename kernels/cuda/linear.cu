@@ -1,0 +1,49 @@
+// Dense linears (MODEL.md §3.3, §4.12, §4.21): L-bf16 over FP8 / BF16 weights and
+// L-island, all through the fixed-order GEMV of linear.cuh.
+#include "kernels/cuda/linear.cuh"
+#include "model/error.h"
+
+namespace dsv4 {
+
+namespace {
+
+void require_2d(const TensorView& t, const char* what) {
+  if (t.shape.size() != 2)
+    throw Error(cat(what, ": weight '", t.name, "' must be 2-D [out, in]"));
+}
+
+}  // namespace
+
+void CudaOps::linear_fp8(const Fp8Linear& w, const float* x, int rows, bool act_bf16, float* y) {
+  const cuda::Fp8W d = fp8(w);
+  gemv(d, 0, x, w.in(), w.in(), act_bf16, y, w.out(), w.out(), rows);
+}
+
+void CudaOps::linear_bf16(const TensorView& w, const float* x, int rows, bool act_bf16, float* y) {
+  require_2d(w, "linear_bf16");
+  const cuda::DenseW d = dense(w, w.dim(1));
+  gemv(d, 0, x, w.dim(1), w.dim(1), act_bf16, y, w.dim(0), w.dim(0), rows);
+}
+
+void CudaOps::linear_island(const TensorView& w, const float* x, int rows, float* y) {
+  require_2d(w, "linear_island");
+  const cuda::DenseW d = dense(w, w.dim(1));
+  gemv(d, 0, x, w.dim(1), w.dim(1), false, y, w.dim(0), w.dim(0), rows);
+}
+
+// §4.21 steps 2-3: group g multiplies o columns [g*cols, (g+1)*cols) by wo_a rows
+// [g*Or, (g+1)*Or) into og columns [g*Or, (g+1)*Or).
+void CudaOps::grouped_wo_a(const Fp8Linear& wo_a, const float* o, int rows, int groups,
+                           bool act_bf16, float* og) {
+  const int64_t out = wo_a.out(), cols = wo_a.in();
+  if (groups <= 0 || out % groups != 0)
+    throw Error(cat("grouped_wo_a: '", wo_a.weight.name, "' has ", out,
+                    " rows, not divisible into ", groups, " groups"));
+  const int64_t o_rank = out / groups;      // Or
+  const int64_t o_width = cols * groups;    // nh*D
+  const cuda::Fp8W d = fp8(wo_a);
+  for (int g = 0; g < groups; ++g)
+    gemv(d, g * o_rank, o + g * cols, o_width, cols, act_bf16, og + g * o_rank, out, o_rank, rows);
+}
+
+}  // namespace dsv4

@@ -1,0 +1,325 @@
+// MoE router and experts (MODEL.md §4.22-§4.24, D4, D10, D16). Every (row, slot) is
+// computed on its own with the GEMV family's fixed order, so a row's result does not
+// depend on the other rows (SPECDECODE.md §6.3); the combine adds the row's experts in
+// ascending id, then the shared expert, as the CPU reference.
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/linear.cuh"
+#include "kernels/cuda/quant.cuh"
+#include "model/error.h"
+
+namespace dsv4 {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kFp8Block = 128;  // §4.9 activation block
+constexpr int kFp4Block = 32;   // §4.23 FP4GEMM K-block
+constexpr int kMaxK = 16;       // experts per token
+constexpr int kMoeChunk = 256;  // rows per pass, bounds the scratch
+
+__device__ float softplus(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
+__device__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+// §4.22 steps 2-4 for one row per block. logits [rows, E]; hash_sel [rows, k] (host
+// tid2eid rows) or null for score routing by (sc + bias desc, id asc).
+__global__ void route_kernel(const float* logits, int rows, int n_experts, int k, cuda::DenseW bias,
+                             const int32_t* hash_sel, float route_scale, int32_t* sel, float* wt) {
+  extern __shared__ float sc[];  // [E]
+  for (int t = blockIdx.x; t < rows; t += gridDim.x) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < n_experts; e += blockDim.x)
+      sc[e] = sqrtf(softplus(logits[static_cast<int64_t>(t) * n_experts + e]));
+    __syncthreads();
+    if (threadIdx.x != 0) continue;
+    int32_t pick[kMaxK];
+    for (int j = 0; j < k; ++j) {
+      if (hash_sel) {
+        pick[j] = hash_sel[static_cast<int64_t>(t) * k + j];
+        continue;
+      }
+      int best = -1;
+      float best_b = 0.0f;
+      for (int e = 0; e < n_experts; ++e) {
+        bool taken = false;
+        for (int i = 0; i < j; ++i) taken = taken || pick[i] == e;
+        if (taken) continue;
+        const float b = sc[e] + bias.at(e);
+        if (best < 0 || b > best_b) {  // ascending e: ties keep the lower id
+          best = e;
+          best_b = b;
+        }
+      }
+      pick[j] = best;
+    }
+    float sum = 0.0f;  // unbiased scores, S in slot order
+    for (int j = 0; j < k; ++j) sum += sc[pick[j]];
+    for (int j = 0; j < k; ++j) {
+      sel[static_cast<int64_t>(t) * k + j] = pick[j];
+      wt[static_cast<int64_t>(t) * k + j] = (sc[pick[j]] / sum) * route_scale;
+    }
+  }
+}
+
+// §4.9 as values, one warp per (row, 128-block): q [rows, K] (may alias x), s [rows, K/128].
+__global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, float* q, float* s) {
+  const int64_t blocks = K / kFp8Block;
+  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / cuda::kWarp);
+  for (int64_t w = blockIdx.x * int64_t{blockDim.x / cuda::kWarp} + threadIdx.x / cuda::kWarp;
+       w < rows * blocks; w += warps) {
+    const int64_t off = (w / blocks) * K + (w % blocks) * kFp8Block;
+    const float scale = cuda::act_quant128(x + off, q + off);
+    if (threadIdx.x % cuda::kWarp == 0) s[w] = scale;
+  }
+}
+
+// L-bf16 dot of output n (one warp): lane l sums k = l, l+32, ..., then the butterfly.
+template <class W>
+__device__ float dot_lbf16(const W& w, int64_t n, const float* x, int64_t K, bool act_bf16) {
+  float acc = 0.0f;
+  for (int64_t k = threadIdx.x % cuda::kWarp; k < K; k += cuda::kWarp)
+    acc += (act_bf16 ? bf16_round(x[k]) : x[k]) * w.at(n, k);
+  return cuda::warp_sum(acc);
+}
+
+// FP4GEMM of §4.23 arm B with D4: per 32-block the exact partial (lane l owns 32b + l),
+// times the activation's per-128 scale, accumulated in ascending b.
+template <class W>
+__device__ float dot_native(const W& w, int64_t n, const float* aq, const float* as, int64_t K) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < K / kFp4Block; ++b) {
+    const int64_t k = b * kFp4Block + threadIdx.x % cuda::kWarp;
+    const float partial = cuda::warp_sum(aq[k] * w.at(n, k));
+    acc += partial * as[b * kFp4Block / kFp8Block];
+  }
+  return acc;
+}
+
+struct ExpertArgs {
+  const cuda::ExpertW* experts;
+  const int32_t* sel;  // [slots], slot = row * k + j
+  int k, inter, hidden;
+  bool native, act_bf16;
+};
+
+// g, u [slots, I] = w1 / w3 of the slot's expert applied to the slot's row.
+__global__ void expert_up_kernel(ExpertArgs a, int64_t slots, const float* x, const float* xq,
+                                 const float* xs, float* g, float* u) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * cuda::kGemvWarps + threadIdx.x / cuda::kWarp;
+  if (n >= a.inter) return;
+  for (int64_t s = blockIdx.y; s < slots; s += gridDim.y) {
+    const cuda::ExpertW& e = a.experts[a.sel[s]];
+    const int64_t row = s / a.k;
+    float gv, uv;
+    if (a.native) {
+      const float* q = xq + row * a.hidden;
+      const float* qs = xs + row * (a.hidden / kFp8Block);
+      gv = dot_native(e.w1, n, q, qs, a.hidden);
+      uv = dot_native(e.w3, n, q, qs, a.hidden);
+    } else {
+      gv = dot_lbf16(e.w1, n, x + row * a.hidden, a.hidden, a.act_bf16);
+      uv = dot_lbf16(e.w3, n, x + row * a.hidden, a.hidden, a.act_bf16);
+    }
+    if (threadIdx.x % cuda::kWarp == 0) {
+      g[s * a.inter + n] = gv;
+      u[s * a.inter + n] = uv;
+    }
+  }
+}
+
+// y [slots, H] = w2 of the slot's expert applied to h (native: hq, hs).
+__global__ void expert_down_kernel(ExpertArgs a, int64_t slots, const float* h, const float* hs,
+                                   float* y) {
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * cuda::kGemvWarps + threadIdx.x / cuda::kWarp;
+  if (n >= a.hidden) return;
+  for (int64_t s = blockIdx.y; s < slots; s += gridDim.y) {
+    const cuda::ExpertW& e = a.experts[a.sel[s]];
+    const float* hr = h + s * a.inter;
+    const float v = a.native ? dot_native(e.w2, n, hr, hs + s * (a.inter / kFp8Block), a.inter)
+                             : dot_lbf16(e.w2, n, hr, a.inter, a.act_bf16);
+    if (threadIdx.x % cuda::kWarp == 0) y[s * a.hidden + n] = v;
+  }
+}
+
+// §4.23 steps 2-4: clamp (u both sides, g from above; limit <= 0 off), h = wt (silu(g) u).
+// wt [slots] or null (shared expert: 1).
+__global__ void swiglu_kernel(const float* g, const float* u, const float* wt, int64_t slots,
+                              int inter, float limit, float* h) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < slots * inter;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    float gi = g[i], ui = u[i];
+    if (limit > 0.0f) {
+      gi = limit < gi ? limit : gi;
+      ui = cuda::clamp_keep_nan(ui, -limit, limit);
+    }
+    const float w = wt ? wt[i / inter] : 1.0f;
+    h[i] = w * ((gi * sigmoid(gi)) * ui);
+  }
+}
+
+// out[t, d] = (sum over the row's slots in ascending expert id of y[slot, d], from 0) + sh[t, d].
+__global__ void combine_kernel(const float* y, const float* sh, const int32_t* sel, int64_t rows,
+                               int k, int hidden, float* out) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * hidden;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t t = i / hidden;
+    const int d = static_cast<int>(i % hidden);
+    int order[kMaxK];
+    for (int j = 0; j < k; ++j) {  // insertion sort of the slots by expert id
+      int p = j;
+      while (p > 0 && sel[t * k + order[p - 1]] > sel[t * k + j]) {
+        order[p] = order[p - 1];
+        --p;
+      }
+      order[p] = j;
+    }
+    float acc = 0.0f;
+    for (int j = 0; j < k; ++j) acc += y[(t * k + order[j]) * hidden + d];
+    out[i] = acc + sh[i];
+  }
+}
+
+bool is_pow2(float v) {
+  int e;
+  return v > 0.0f && std::frexp(v, &e) == 0.5f;
+}
+
+}  // namespace
+
+const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter) {
+  if (b.experts.empty()) throw Error(cat("moe: layer ", b.layer_id, " has no routed experts"));
+  const void* key = b.experts.front().w1.weight.data;
+  auto it = experts_.find(key);
+  if (it == experts_.end()) {
+    const int64_t width = b.experts.front().w1.rows;
+    std::vector<cuda::ExpertW> host(b.experts.size());
+    for (size_t id = 0; id < b.experts.size(); ++id) {
+      const ExpertWeights& e = b.experts[id];
+      if (!(e.w1.rows == width && e.w1.cols == hidden && e.w3.rows == width && e.w3.cols == hidden &&
+            e.w2.rows == hidden && e.w2.cols == width))
+        throw Error(cat("moe: expert ", id, " (", e.w1.weight.name, ") projections disagree with [",
+                        width, ", ", hidden, "] / [", hidden, ", ", width, "]"));
+      host[id] = cuda::ExpertW{fp4(e.w1), fp4(e.w3), fp4(e.w2)};
+    }
+    activate();
+    const size_t bytes = host.size() * sizeof(cuda::ExpertW);
+    void* p = nullptr;
+    DSV4_CUDA_CHECK(cudaMalloc(&p, bytes));
+    DSV4_CUDA_CHECK(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice));
+    it = experts_.emplace(key, ExpertTable{Resident{p, bytes}, static_cast<int>(width)}).first;
+  }
+  *inter = it->second.inter;
+  return static_cast<const cuda::ExpertW*>(it->second.table.ptr);
+}
+
+void CudaOps::route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+                    int n_experts, int k, float route_scale, int32_t* sel, float* wt) {
+  if (b.gate_weight.shape != std::vector<int64_t>{n_experts, hidden})
+    throw Error(cat("route: layer ", b.layer_id, " ", b.gate_weight.name, " must be [", n_experts,
+                    ", ", hidden, "]"));
+  if (k <= 0 || k > n_experts || k > kMaxK)
+    throw Error(cat("route: layer ", b.layer_id, " experts per token ", k, " outside [1, ",
+                    std::min(n_experts, kMaxK), "]"));
+  const bool hash = !b.tid2eid.empty();
+  if (!hash && !b.gate_bias)
+    throw Error(cat("route: layer ", b.layer_id, " is score-routed but has no gate bias"));
+  if (rows == 0) return;
+  std::vector<int32_t> hash_rows;
+  if (hash) {  // §4.22 step 3, hash layers: the stored tid2eid rows, gathered on the host
+    const int64_t vocab = static_cast<int64_t>(b.tid2eid.size()) / k;
+    DSV4_CHECK(vocab * k == static_cast<int64_t>(b.tid2eid.size()), "tid2eid size ",
+               b.tid2eid.size(), " k ", k);
+    hash_rows.resize(static_cast<size_t>(rows) * k);
+    for (int t = 0; t < rows; ++t) {
+      if (ids[t] < 0 || ids[t] >= vocab)
+        throw Error(cat("route: layer ", b.layer_id, " token id ", ids[t], " at row ", t,
+                        " outside the tid2eid table of ", vocab, " rows"));
+      std::copy_n(b.tid2eid.data() + static_cast<size_t>(ids[t]) * k, k,
+                  hash_rows.data() + static_cast<size_t>(t) * k);
+    }
+  }
+  activate();
+  float* logits = scratch_f32(Slot::f32_a, static_cast<size_t>(rows) * n_experts);
+  linear_island(b.gate_weight, x, rows, logits);  // step 1
+  const cuda::DenseW bias = hash ? cuda::DenseW{} : dense(*b.gate_bias, n_experts);
+  const int32_t* d_hash = hash ? stage_i32(Slot::host_args, hash_rows.data(), hash_rows.size()) : nullptr;
+  const unsigned blocks = static_cast<unsigned>(rows > 65535 ? 65535 : rows);
+  route_kernel<<<blocks, 128, n_experts * sizeof(float), stream_>>>(logits, rows, n_experts, k, bias,
+                                                                   d_hash, route_scale, sel, wt);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+                  int k, float swiglu_limit, const Numerics& num, float* out) {
+  const int hidden = static_cast<int>(b.shared_w1.in());
+  const int shared_inter = static_cast<int>(b.shared_w1.out());
+  const bool native = num.expert_arm == ExpertArm::native;
+  if (k <= 0 || k > kMaxK) throw Error(cat("moe: layer ", b.layer_id, " experts per token ", k));
+  int inter = 0;
+  const cuda::ExpertW* experts = expert_table(b, hidden, &inter);
+  if (native && (hidden % kFp8Block != 0 || inter % kFp8Block != 0))
+    throw Error(cat("moe: layer ", b.layer_id, " native arm needs multiples of 128: hidden ", hidden,
+                    " inter ", inter));
+  if (!native && b.expert_recipe == ExpertRecipe::nvfp4)
+    for (const ExpertWeights& e : b.experts)
+      if (!(is_pow2(e.w1.scale_2) && is_pow2(e.w2.scale_2) && is_pow2(e.w3.scale_2)))
+        throw Error(cat("moe: expert ", e.w1.weight.name, " has a weight_scale_2 that is not a power "
+                        "of two; the bf16 expert arm cannot be exact (C4)"));
+  const cuda::Fp8W sw1 = fp8(b.shared_w1), sw3 = fp8(b.shared_w3), sw2 = fp8(b.shared_w2);
+  if (rows == 0) return;
+  activate();
+  // Scratch per chunk of C rows (floats): xq, xs, g, u, h, hs, y_e, shared g/u/h, shared out.
+  const int64_t C = std::min(rows, kMoeChunk), S = C * k, H = hidden, I = inter, Is = shared_inter;
+  const int64_t sizes[] = {C * H, C * H / kFp8Block + 1, S * I, S * I, S * I, S * I / kFp8Block + 1,
+                           S * H, C * Is, C * Is, C * Is, C * H};
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  float* base = scratch_f32(Slot::f32_a, static_cast<size_t>(total));
+  float* part[11];
+  for (int i = 0; i < 11; ++i) {
+    part[i] = base;
+    base += sizes[i];
+  }
+  float *xq = part[0], *xs = part[1], *g = part[2], *u = part[3], *h = part[4], *hs = part[5],
+        *ye = part[6], *sg = part[7], *su = part[8], *sh_h = part[9], *sh = part[10];
+  const bool act = num.act_bf16();
+  for (int row0 = 0; row0 < rows; row0 += static_cast<int>(C)) {
+    const int64_t n_rows = std::min<int64_t>(C, rows - row0), slots = n_rows * k;
+    const float* xc = x + row0 * H;
+    const ExpertArgs a{experts, sel + row0 * k, k, inter, hidden, native, act};
+    if (native) {
+      act_quant128_kernel<<<cuda::blocks_for(n_rows * (H / kFp8Block) * cuda::kWarp, kThreads), kThreads, 0,
+                            stream_>>>(xc, n_rows, H, xq, xs);
+      DSV4_CUDA_LAUNCH_CHECK();
+    }
+    const dim3 up_grid(static_cast<unsigned>((I + cuda::kGemvWarps - 1) / cuda::kGemvWarps),
+                       cuda::grid_rows(slots));
+    expert_up_kernel<<<up_grid, cuda::kGemvWarps * cuda::kWarp, 0, stream_>>>(a, slots, xc, xq, xs, g, u);
+    DSV4_CUDA_LAUNCH_CHECK();
+    swiglu_kernel<<<cuda::blocks_for(slots * I, kThreads), kThreads, 0, stream_>>>(
+        g, u, wt + row0 * k, slots, inter, swiglu_limit, h);
+    DSV4_CUDA_LAUNCH_CHECK();
+    if (native) {  // h is re-quantized after the routing-weight multiply (§4.23)
+      act_quant128_kernel<<<cuda::blocks_for(slots * (I / kFp8Block) * cuda::kWarp, kThreads), kThreads, 0,
+                            stream_>>>(h, slots, I, h, hs);
+      DSV4_CUDA_LAUNCH_CHECK();
+    }
+    const dim3 down_grid(static_cast<unsigned>((H + cuda::kGemvWarps - 1) / cuda::kGemvWarps),
+                         cuda::grid_rows(slots));
+    expert_down_kernel<<<down_grid, cuda::kGemvWarps * cuda::kWarp, 0, stream_>>>(a, slots, h, hs, ye);
+    DSV4_CUDA_LAUNCH_CHECK();
+    // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight).
+    gemv(sw1, 0, xc, H, H, act, sg, Is, Is, static_cast<int>(n_rows));
+    gemv(sw3, 0, xc, H, H, act, su, Is, Is, static_cast<int>(n_rows));
+    swiglu_kernel<<<cuda::blocks_for(n_rows * Is, kThreads), kThreads, 0, stream_>>>(
+        sg, su, nullptr, n_rows, shared_inter, swiglu_limit, sh_h);
+    DSV4_CUDA_LAUNCH_CHECK();
+    gemv(sw2, 0, sh_h, Is, Is, act, sh, H, H, static_cast<int>(n_rows));
+    combine_kernel<<<cuda::blocks_for(n_rows * H, kThreads), kThreads, 0, stream_>>>(
+        ye, sh, sel + row0 * k, n_rows, k, hidden, out + row0 * H);
+    DSV4_CUDA_LAUNCH_CHECK();
+  }
+}
+
+}  // namespace dsv4

@@ -1,0 +1,53 @@
+// RMSNorm and per-head RMS (MODEL.md §4.2, §4.3): one block per row, fixed-tree sum of
+// squares, each element as the CPU reference writes it: fl32(w * (x * r)) in f64.
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/norm.cuh"
+#include "model/error.h"
+
+namespace dsv4 {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// y may alias x: every thread reads its elements before the writes (the RMS is done first).
+__global__ void rmsnorm_kernel(const float* x, cuda::DenseW w, bool weighted, int64_t rows,
+                               int n, double eps, float* y) {
+  __shared__ float shared[cuda::kWarp];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    const double inv = cuda::block_inv_rms(xr, n, eps, shared);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const double v = static_cast<double>(xr[i]) * inv;  // normalize first, then the weight
+      yr[i] = static_cast<float>(weighted ? static_cast<double>(w.at(i)) * v : v);
+    }
+  }
+}
+
+unsigned row_blocks(int64_t rows) {
+  return static_cast<unsigned>(rows < 1 ? 1 : (rows > 65535 * 16 ? 65535 * 16 : rows));
+}
+
+}  // namespace
+
+void CudaOps::rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps, float* y) {
+  if (w.numel() != n)
+    throw Error(cat("rmsnorm: weight '", w.name, "' has ", w.numel(), " elements, rows have ", n));
+  if (rows == 0) return;
+  activate();
+  const cuda::DenseW d = dense(w, n);
+  rmsnorm_kernel<<<row_blocks(rows), kThreads, 0, stream_>>>(x, d, true, rows, n, eps, y);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void CudaOps::head_rms(float* v, int vectors, int n, double eps) {
+  if (vectors == 0) return;
+  activate();
+  rmsnorm_kernel<<<row_blocks(vectors), kThreads, 0, stream_>>>(v, cuda::DenseW{}, false, vectors,
+                                                                 n, eps, v);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace dsv4

@@ -1,0 +1,70 @@
+// KV fake-quant (MODEL.md §4.8) and Hadamard + FP4 QAT (§4.10, §4.11) ops.
+#include <cmath>
+
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/quant.cuh"
+#include "model/error.h"
+
+namespace dsv4 {
+
+namespace {
+
+constexpr int kKvGroup = 64;
+constexpr int kFp4Group = 32;
+constexpr int kMaxHadamard = 1024;  // one block holds the vector
+
+// One warp per (row, group of 64) of dims [0, dim - rd).
+__global__ void kv_act_quant_kernel(float* v, int64_t rows, int dim, int groups, bool e4m3) {
+  const int64_t total = rows * groups;
+  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / cuda::kWarp);
+  for (int64_t w = blockIdx.x * int64_t{blockDim.x / cuda::kWarp} + threadIdx.x / cuda::kWarp;
+       w < total; w += warps) {
+    const int64_t row = w / groups;
+    const int g = static_cast<int>(w % groups);
+    cuda::kv_quant_group64(v + row * dim + g * kKvGroup, e4m3);
+  }
+}
+
+// One block of `dim` threads per vector.
+__global__ void hadamard_fp4_kernel(float* v, int64_t vectors, int dim, float scale, bool fp4) {
+  extern __shared__ float buf[];  // [dim]
+  for (int64_t i = blockIdx.x; i < vectors; i += gridDim.x) {
+    float* x = v + i * dim;
+    __syncthreads();
+    buf[threadIdx.x] = x[threadIdx.x];
+    cuda::hadamard_shared(buf, dim, scale);
+    if (fp4) cuda::fp4_quant_group32(buf + (threadIdx.x / cuda::kWarp) * cuda::kWarp);
+    x[threadIdx.x] = buf[threadIdx.x];
+  }
+}
+
+}  // namespace
+
+float hadamard_scale(int dim) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))); }
+
+void CudaOps::kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) {
+  const int nope = dim - rd;
+  DSV4_CHECK(nope >= 0 && nope % kKvGroup == 0, "dim=", dim, " rd=", rd);
+  const int groups = nope / kKvGroup;
+  if (rows == 0 || groups == 0) return;
+  activate();
+  constexpr int kThreads = 256;
+  const int64_t warps = static_cast<int64_t>(rows) * groups;
+  kv_act_quant_kernel<<<cuda::blocks_for(warps * cuda::kWarp, kThreads), kThreads, 0, stream_>>>(
+      v, rows, dim, groups, variant == KvQuant::e4m3);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void CudaOps::hadamard_fp4(float* v, int vectors, int dim, bool fp4) {
+  DSV4_CHECK(dim >= kFp4Group && dim <= kMaxHadamard && (dim & (dim - 1)) == 0,
+             "Hadamard dim=", dim);
+  if (vectors == 0) return;
+  activate();
+  const unsigned blocks = static_cast<unsigned>(vectors > 65535 * 16 ? 65535 * 16 : vectors);
+  hadamard_fp4_kernel<<<blocks, dim, dim * sizeof(float), stream_>>>(v, vectors, dim,
+                                                                    hadamard_scale(dim), fp4);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace dsv4

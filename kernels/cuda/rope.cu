@@ -1,0 +1,53 @@
+// RoPE application (MODEL.md §4.7): interleaved pairs of the last rd dims, f32 complex
+// multiply with the table entry of the row's position (bit-identical to the CPU twin).
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "model/error.h"
+
+namespace dsv4 {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// One thread per (row, head, pair); v [rows, heads, dim], fc [positions, rd].
+__global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const float* fc, int rd,
+                            const int32_t* positions, bool inverse) {
+  const int pairs = rd / 2;
+  const int64_t total = rows * heads * pairs;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int pair = static_cast<int>(i % pairs);
+    const int64_t rh = i / pairs;  // row * heads + head
+    const int64_t row = rh / heads;
+    const float* f = fc + static_cast<int64_t>(positions[row]) * rd + 2 * pair;
+    const float c = f[0];
+    const float s = inverse ? -f[1] : f[1];
+    float* x = v + rh * dim + (dim - rd) + 2 * pair;
+    const float a = x[0], b = x[1];
+    x[0] = a * c - b * s;
+    x[1] = a * s + b * c;
+  }
+}
+
+}  // namespace
+
+void CudaOps::rope(float* v, int rows, int heads, int dim, const RopeTable& t,
+                   const int32_t* positions, bool inverse) {
+  const int rd = t.rope_dim;
+  DSV4_CHECK(rd > 0 && rd % 2 == 0 && rd <= dim, "rope_dim=", rd, " dim=", dim);
+  for (int r = 0; r < rows; ++r)
+    if (positions[r] < 0 || positions[r] >= t.positions)
+      throw Error(cat("rope: position ", positions[r], " (row ", r, ") outside the table of ",
+                      t.positions, " positions"));
+  if (rows == 0 || heads == 0) return;
+  activate();
+  const float* fc = rope_table(t);
+  const int32_t* d_pos = stage_i32(Slot::host_args, positions, static_cast<size_t>(rows));
+  const int64_t total = static_cast<int64_t>(rows) * heads * (rd / 2);
+  rope_kernel<<<cuda::blocks_for(total, kThreads), kThreads, 0, stream_>>>(v, rows, heads, dim, fc,
+                                                                          rd, d_pos, inverse);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace dsv4

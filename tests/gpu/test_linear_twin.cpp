@@ -1,0 +1,78 @@
+// CUDA vs CPU: L-bf16 / L-island linears and grouped wo_a (MODEL.md §3.3, §4.21), plus
+// the m-row twin law: a row of a T-row call equals the same row alone, bit for bit
+// (SPECDECODE.md §6.3).
+#include "tests/gpu/twin_harness.h"
+
+namespace dsv4::twin {
+
+namespace {
+
+// GPU: each row of a `rows`-row call against the single-row call of that row.
+template <class F>
+void check_row_independent(Backends& b, const std::string& what, const PairF& x, int64_t in,
+                           int64_t out, int rows, F op) {
+  PairF all = zeros(b, static_cast<size_t>(rows) * out), one = zeros(b, static_cast<size_t>(rows) * out);
+  op(x[kGpu], rows, all[kGpu]);
+  for (int r = 0; r < rows; ++r) op(x[kGpu] + r * in, 1, one[kGpu] + r * out);
+  check_bitwise(what + " rows vs single rows", get(b, all, kGpu), get(b, one, kGpu));
+}
+
+}  // namespace
+
+TEST_CASE("linear_fp8 twin (L-bf16), partial 128-blocks, and row independence") {
+  Backends b;
+  Rng rng(31);
+  Store store;
+  const int64_t out = 200, in = 136;  // partial edge blocks (CHECKPOINT.md §3.4)
+  const Fp8Linear w = store.fp8("wq_a", out, in, rng);
+  const int rows = 7;
+  PairF x = put(b, rng.normals(rows * in));
+  for (bool act : {true, false}) {
+    PairF y = zeros(b, rows * out);
+    for (int s : {kCpu, kGpu}) b.at(s).linear_fp8(w, x[s], rows, act, y[s]);
+    // Both f32 accumulation, different summation order (136 terms): ~1e-7; bound 1e-5.
+    check_close(act ? "linear_fp8 bf16 act" : "linear_fp8 f32 act", get(b, y, kCpu), get(b, y, kGpu),
+                1e-5, 1e-5);
+  }
+  check_row_independent(b, "linear_fp8", x, in, out, rows,
+                        [&](const float* xp, int r, float* yp) { b.gpu->linear_fp8(w, xp, r, true, yp); });
+}
+
+TEST_CASE("linear_bf16 and linear_island twins") {
+  Backends b;
+  Rng rng(32);
+  Store store;
+  const int64_t out = 96, in = 256;
+  std::vector<float> wv = rng.normals(out * in, 0.1f);
+  const TensorView wb = store.bf16("weights_proj", {out, in}, wv);
+  const TensorView wf = store.f32("wkv", {out, in}, rng.normals(out * in, 0.1f));
+  const int rows = 5;
+  PairF x = put(b, rng.normals(rows * in));
+  PairF y = zeros(b, rows * out);
+  for (int s : {kCpu, kGpu}) b.at(s).linear_bf16(wb, x[s], rows, true, y[s]);
+  // f32 accumulation on both, different order: bound 1e-5.
+  check_close("linear_bf16", get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
+  for (const TensorView* w : {&wb, &wf}) {
+    for (int s : {kCpu, kGpu}) b.at(s).linear_island(*w, x[s], rows, y[s]);
+    // f32 serving arm vs f64 oracle over 256 terms: ~1e-7; bound 1e-5.
+    check_close("linear_island " + w->name, get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
+  }
+  check_row_independent(b, "linear_island", x, in, out, rows,
+                        [&](const float* xp, int r, float* yp) { b.gpu->linear_island(wf, xp, r, yp); });
+}
+
+TEST_CASE("grouped_wo_a twin: group g uses rows [g*Or, (g+1)*Or) on its own columns") {
+  Backends b;
+  Rng rng(33);
+  Store store;
+  const int groups = 4, o_rank = 128, cols = 256;
+  const Fp8Linear w = store.fp8("wo_a", groups * o_rank, cols, rng);
+  const int rows = 3;
+  PairF o = put(b, rng.normals(rows * groups * cols));
+  PairF og = zeros(b, rows * groups * o_rank);
+  for (int s : {kCpu, kGpu}) b.at(s).grouped_wo_a(w, o[s], rows, groups, true, og[s]);
+  // L-bf16 on both (f32, different order): bound 1e-5.
+  check_close("grouped_wo_a", get(b, og, kCpu), get(b, og, kGpu), 1e-5, 1e-5);
+}
+
+}  // namespace dsv4::twin
