@@ -23,6 +23,7 @@
 #include "launcher/rank_log.h"
 #include "launcher/replay.h"
 #include "launcher/run_config.h"
+#include "launcher/spec_stats.h"
 #include "model/checkpoint.h"
 #include "model/error.h"
 #include "stage/coordinator.h"
@@ -40,6 +41,7 @@ struct RankRuntime {
   std::unique_ptr<Checkpoint> ckpt;
   std::unique_ptr<Ops> ops;
   std::unique_ptr<Stage> stage;
+  std::unique_ptr<Drafter> drafter;  // head rank of a speculative run
   std::unique_ptr<ControlPlane> control;
   std::unique_ptr<DataPlane> data;
   std::unique_ptr<Pipeline> pipeline;
@@ -87,7 +89,9 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
   RankRuntime rt;
   rt.ckpt = std::make_unique<Checkpoint>(cfg.model);
   const ModelConfig& mc = rt.ckpt->config();
-  const auto ranges = plan_placement(cfg.placement, placement_bytes(*rt.ckpt, false), size);
+  const bool speculative = cfg.drafter != "none";
+  const auto ranges =
+      plan_placement(cfg.placement, placement_bytes(*rt.ckpt, speculative), size);
   rt.max_seq = cfg.effective_max_seq(mc.max_position_embeddings);
   if (rank == 0) {
     std::string split;
@@ -106,7 +110,12 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
   spec.max_seq = rt.max_seq;
   spec.max_prompt = static_cast<int64_t>(cfg.prompt_ids.size());  // the run's one prefill
   spec.numerics = cfg.numerics;
+  spec.drafter = speculative;
   rt.stage = std::make_unique<Stage>(*rt.ckpt, *rt.ops, spec);
+  if (speculative && spec.last()) {
+    rt.drafter = make_drafter(cfg.drafter, *rt.ckpt, *rt.ops, cfg.numerics, rt.max_seq);
+    log->info("drafter {} (block size {})", cfg.drafter, rt.drafter->block_size());
+  }
 
   std::string shards;
   for (const auto& s : rt.ckpt->shards_opened()) shards += (shards.empty() ? "" : ", ") + s;
@@ -133,7 +142,8 @@ void connect_rank(const RunConfig& cfg, MpiEndpoint& ep, RankRuntime& rt,
   }
   rt.pipeline = std::make_unique<Pipeline>(*rt.stage, *rt.ops, rt.ckpt->config(),
                                            rt.control.get(), rt.data.get(),
-                                           make_hooks(cfg, rt, ep.rank(), log));
+                                           make_hooks(cfg, rt, ep.rank(), log),
+                                           rt.drafter.get());
 }
 
 std::string joined(const std::vector<int32_t>& ids) {
@@ -150,12 +160,27 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
   req.prompt = cfg.prompt_ids;
   req.max_new = cfg.max_new;
   req.keep_logits = !cli.dump_logits.empty();
+  const bool speculative = cfg.drafter != "none";
+  if (speculative) {  // S3: fixed depth, default block_size + 1
+    req.spec_tmax = rt.ckpt->config().dspark.block_size + 1;
+    req.depth_cap = cfg.spec_depth > 0 ? cfg.spec_depth : req.spec_tmax;
+  }
   const GenerationResult res = coordinator.generate(req);
   coordinator.stop();
   std::printf("tokens: %s\n", joined(res.tokens).c_str());
   std::fflush(stdout);
   if (req.keep_logits)
     write_logits_json(cli.dump_logits, logits_json(req.prompt, res.tokens, res.logits));
+  if (speculative) {
+    const SpecSummary s = summarize(res);
+    log.info("speculative ({}, depth {}): {} rounds ({} verified), {:.3f} accepted drafts per "
+             "round, {:.3f} tokens per round, {:.1f} us per round, decode {:.1f} ms",
+             cfg.drafter, req.depth_cap, s.rounds, s.verify_rounds, s.accepts_per_round,
+             s.tokens_per_round, s.round_us, res.decode_ms);
+    if (!cli.spec_stats.empty())
+      write_spec_stats(cli.spec_stats, spec_stats_json(cfg.drafter, req.depth_cap, res));
+    return;
+  }
   const double per_token = res.decode_steps ? res.decode_ms / res.decode_steps : 0.0;
   log.info("prefill {:.1f} ms ({} tokens), decode {:.2f} ms/token over {} steps, {:.1f} tokens/s",
            res.prefill_ms, req.prompt.size(), per_token, res.decode_steps,
