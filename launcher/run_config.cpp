@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "model/error.h"
+#include "stage/replay_drafter.h"
 
 namespace dsv4 {
 
@@ -164,11 +165,11 @@ RunConfig load_run_config(const std::string& path) {
 void check_run_config(const RunConfig& c) {
   if (c.model.empty()) throw Error("model: no checkpoint directory (set model: or --model)");
   if (c.drafter != "none") {
-    const bool known = c.drafter == "dspark" || c.drafter.rfind("replay:", 0) == 0;
+    const bool known = c.drafter == "dspark" || c.drafter.starts_with(kReplayPrefix);
     if (!known)
       throw Error(cat("drafter: unknown drafter '", c.drafter,
                       "' (allowed: none, dspark, replay:FILE)"));
-    if (c.drafter != "dspark") parse_replay_spec(c.drafter.substr(7));  // names the culprit
+    if (c.drafter != "dspark") parse_replay_spec(c.drafter.substr(kReplayPrefix.size()));  // names the culprit
   }
   if (c.effective_transport() == Transport::nccl && c.backend != Backend::cuda)
     throw Error("transport: nccl moves device memory and needs backend: cuda");

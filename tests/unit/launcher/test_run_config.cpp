@@ -103,8 +103,7 @@ TEST_CASE("run config: combinations this build cannot run are refused by name") 
     CHECK_MESSAGE(message.find(expected) != std::string::npos, message);
   };
   check_refusal("backend: cpu\n", "model: no checkpoint directory");
-  check_refusal("model: m\ndrafter: dspark\n", "drafter: 'dspark' is not available yet");
-  check_refusal("model: m\ndrafter: replay:trace.json\n", "is not available yet");
+  check_refusal("model: m\ndrafter: replay:trace.json:corrupt=0\n", "corrupt index '0'");
   check_refusal("model: m\ndrafter: magic\n", "drafter: unknown drafter 'magic'");
   check_refusal("model: m\ntransport: nccl\n", "transport: nccl moves device memory");
   CHECK_NOTHROW(check_run_config(parse_run_config("model: m\n", "run.yaml", "/cfg")));

@@ -1,0 +1,54 @@
+// The replay drafter (issue 6 item 4): proposes the tokens of a recorded plain greedy
+// run, optionally corrupted at chosen draft indices, so identity tests reach full
+// acceptance and a rejection at every index. Selected by `--drafter replay:SPEC`:
+//
+//   replay:FILE                      FILE is a --dump-logits JSON or {"tokens": [...]}
+//   replay:FILE:corrupt=R1,R2,...    draft index r (1-based, 1..B) of EVERY proposal is
+//                                    replaced by (recorded + 1) mod vocab
+//
+// The recorded sequence is the file's "prompt" (optional) followed by its "tokens";
+// entry m is the token at position m. The draft for position m is entry m; positions
+// past the recording draft the fallback token (the DSpark noise id). Confidence logits
+// are 0 (no model). Rings are not used: prime / write_rings do nothing.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "stage/drafter.h"
+
+namespace dsv4 {
+
+inline constexpr std::string_view kReplayPrefix = "replay:";  // --drafter replay:SPEC
+
+struct ReplaySpec {
+  std::string file;
+  std::vector<int> corrupt;   // 1-based draft indices, ascending, distinct
+};
+
+// Parses the text after "replay:"; throws Error naming the culprit.
+ReplaySpec parse_replay_spec(const std::string& text);
+// Reads the recorded sequence (prompt ++ tokens) of a replay file.
+std::vector<int32_t> read_replay_tokens(const std::string& file);
+
+class ReplayDrafter final : public Drafter {
+ public:
+  ReplayDrafter(std::vector<int32_t> sequence, std::vector<int> corrupt, int block_size,
+                int64_t vocab, int32_t fallback);
+
+  int block_size() const override { return B_; }
+  void prime(const float*, int64_t) override {}
+  void write_rings(const float*, int64_t, int) override {}
+  Proposal propose(int32_t head, int64_t anchor) override;
+  void reset() override {}
+
+ private:
+  std::vector<int32_t> seq_;
+  std::vector<int> corrupt_;
+  int B_;
+  int64_t vocab_;
+  int32_t fallback_;
+};
+
+}  // namespace dsv4

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Law 3 (ARCHITECTURE.md; SPECDECODE.md R-I1) across ranks: speculative runs emit the plain
+# greedy tokens and the same --dump-logits file, byte for byte, at P = 1 and 2, with the
+# DSpark drafter at depth caps 1, 2 and the maximum, and with the replay drafter (always
+# right, and corrupted at each draft index r = 1..B). Also checks --spec-stats is written.
+# usage: spec_identity.sh <dsv4-stage> <model dir> <configs dir> <work dir>
+EXE=$1; MODEL=$2; CONFIGS=$3; WORK=$4
+source "$(dirname "$0")/common.sh"
+rm -rf "$WORK"; mkdir -p "$WORK"
+B=5  # dspark_block_size of the tiny preset
+run() {  # run NAME P PROMPT [flags...]
+  local name=$1 p=$2 prompt=$3; shift 3
+  run_np "$p" --config "$CONFIGS/tiny.yaml" --model "$MODEL" --max-new 17 \
+    --prompt-ids "$prompt" --dump-logits "$WORK/$name.json" "$@" > "$WORK/$name.out"
+}
+same() {  # same NAME REFERENCE
+  cmp "$WORK/$2.out" "$WORK/$1.out" || fail "tokens of $1 differ from $2"
+  cmp "$WORK/$2.json" "$WORK/$1.json" || fail "logits of $1 differ from $2"
+}
+i=0
+for prompt in 7 17,4,99,250,3,42,7,311,8,64,128,5,77,19,2,401,9,33 5,6,5,6,5,6,5,6; do
+  i=$((i + 1))
+  run "plain$i" 1 "$prompt"
+  for p in 1 2; do
+    for depth in 1 2 $((B + 1)); do
+      run "dspark$i-np$p-d$depth" "$p" "$prompt" --drafter dspark --spec-depth "$depth" \
+        --spec-stats "$WORK/dspark$i-np$p-d$depth.stats.json"
+      same "dspark$i-np$p-d$depth" "plain$i"
+      grep -q '"round_records"' "$WORK/dspark$i-np$p-d$depth.stats.json" || fail "no stats"
+    done
+    run "replay$i-np$p" "$p" "$prompt" --drafter "replay:$WORK/plain$i.json"
+    same "replay$i-np$p" "plain$i"
+    for r in $(seq 1 $B); do
+      run "replay$i-np$p-c$r" "$p" "$prompt" --drafter "replay:$WORK/plain$i.json:corrupt=$r"
+      same "replay$i-np$p-c$r" "plain$i"
+    done
+  done
+done
+echo "spec identity: DSpark and replay runs equal plain greedy for $i prompts, P = 1 and 2"

@@ -1,0 +1,249 @@
+// SPECDECODE.md §5-§7 round loop gates, in process on the CPU backend (P = 1 and a
+// 2-stage pipeline): G6 greedy identity (R-I1) with the DSpark and the replay drafter at
+// depth caps 1, 2 and tmax, state identity after every round (R-S6 trunk classes vs a
+// plain sequential decode of the committed tokens; R-S7 rings vs a plain run writing a
+// ring row at every position), G8 forced rejection at every draft index, G9 budget
+// truncation and carry, G10 T = 1 rounds, and the §5.5 accounting identities.
+#include <doctest/doctest.h>
+
+#include <memory>
+
+#include "drafter_harness.h"
+#include "stage/replay_drafter.h"
+#include "stage/spec_rounds.h"
+
+using namespace dsv4;
+using namespace dsv4::test;
+
+namespace {
+
+const std::vector<LayerRange> kOneStage{{0, 7}};
+const std::vector<LayerRange> kTwoStages{{0, 4}, {4, 7}};
+
+// The engine of one sequence in process: verify / commit on every stage of a DraftRun,
+// ring rows of committed positions in its DSpark drafter; proposals from `proposer`
+// (the DSpark drafter itself, or a replay drafter).
+class LocalEngine final : public SpecEngine {
+ public:
+  LocalEngine(DraftRun& run, Drafter& proposer) : run_(run), proposer_(proposer) {}
+  Proposal propose(int32_t head, int64_t anchor) override { return proposer_.propose(head, anchor); }
+  std::vector<int32_t> verify(const std::vector<int32_t>& x) override {
+    m0_ = run_.pipe.last().pos();
+    const std::vector<float> logits = run_.pipe.verify(x);
+    std::vector<int32_t> a(x.size());
+    run_.ops.argmax(logits.data(), static_cast<int>(x.size()), run_.cfg.vocab_size, a.data());
+    return a;
+  }
+  void commit(int n) override {
+    run_.pipe.commit(n);
+    run_.drafter.write_rings(run_.tap_rows(n), m0_, n);
+  }
+
+ private:
+  DraftRun& run_;
+  Drafter& proposer_;
+  int64_t m0_ = 0;
+};
+
+// Plain greedy (§6.1): the prefill argmax, then n_new - 1 single-row decode steps.
+std::vector<int32_t> plain_greedy(DraftRun& run, const std::vector<int32_t>& prompt, int64_t n_new) {
+  std::vector<int32_t> out{run.start(prompt)};
+  while (static_cast<int64_t>(out.size()) < n_new) {
+    const std::vector<float> logits = run.pipe.decode(out.back());
+    int32_t t = 0;
+    run.ops.argmax(logits.data(), 1, run.cfg.vocab_size, &t);
+    out.push_back(t);
+  }
+  return out;
+}
+
+// §5.5 accounting identities of a finished run.
+void check_accounting(const SpecResult& r, const SpecOptions& opt) {
+  int64_t emitted = 0;
+  for (size_t i = 0; i < r.rounds.size(); ++i) {
+    const SpecRound& k = r.rounds[i];
+    CAPTURE(i);
+    emitted += k.emitted;
+    if (i + 1 < r.rounds.size()) CHECK(r.rounds[i + 1].start_pos == k.start_pos + k.emitted);
+    if (k.t_batch == 0) {  // the final budget round
+      CHECK(i + 1 == r.rounds.size());
+      CHECK(k.emitted == 1);
+      continue;
+    }
+    CHECK((1 <= k.t_batch && k.t_batch <= k.t_cap && k.t_cap <= opt.tmax));
+    CHECK(k.accepts <= k.t_batch - 1);
+    CHECK(k.emitted == 1 + k.accepts);
+    CHECK(k.verified == std::min(k.accepts + 1, k.t_batch - 1));
+    // R-A2: T is the structural cap, cut by the budget left after pushing the head token.
+    const int64_t before = k.start_pos + 1 - opt.p0;
+    CHECK(k.t_batch == std::min<int64_t>(k.t_cap, opt.n_new - before - 1));
+  }
+  CHECK(r.rounds.front().start_pos == opt.p0 - 1);
+  CHECK(emitted + (r.ended_by_carry ? 1 : 0) == opt.n_new);
+  CHECK(static_cast<int64_t>(r.tokens.size()) == opt.n_new);
+  const SpecRound& last = r.rounds.back();
+  CHECK(r.ended_by_carry ==
+        (last.t_batch > 0 && last.accepts == last.t_batch - 1 && last.t_batch < last.t_cap));
+}
+
+struct Case {
+  std::vector<int32_t> prompt;
+  int64_t n_new = 1;
+  int depth_cap = 0;
+  std::vector<int> corrupt;  // replay drafter when non-empty or `replay`
+  bool replay = false;
+  const std::vector<LayerRange>* ranges = &kOneStage;
+};
+
+// Runs one spec generation and its plain reference; checks identity after the run and
+// state identity after every round. Returns the result for case-specific checks.
+SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
+  const ModelConfig& c = ckpt.config();
+  const int64_t p0 = static_cast<int64_t>(k.prompt.size());
+  DraftRun greedy(ckpt, ops, *k.ranges);
+  const std::vector<int32_t> expect = plain_greedy(greedy, k.prompt, k.n_new);
+
+  DraftRun spec(ckpt, ops, *k.ranges), ref(ckpt, ops, *k.ranges);
+  std::vector<int32_t> recorded = k.prompt;
+  recorded.insert(recorded.end(), expect.begin(), expect.end());
+  ReplayDrafter replay(recorded, k.corrupt, c.dspark.block_size, c.vocab_size,
+                       static_cast<int32_t>(c.dspark.noise_token_id));
+  LocalEngine engine(spec, k.replay ? static_cast<Drafter&>(replay) : spec.drafter);
+  const int32_t head = spec.start(k.prompt);
+  ref.start(k.prompt);
+
+  SpecOptions opt;
+  opt.p0 = p0;
+  opt.n_new = k.n_new;
+  opt.depth_cap = k.depth_cap;
+  opt.tmax = c.dspark.block_size + 1;
+  opt.on_round = [&](const SpecRound&, const SpecResult& so_far) {
+    // The reference consumes the same committed tokens one plain step at a time.
+    const int64_t pos = spec.pipe.last().pos();
+    while (ref.pipe.last().pos() < pos) ref.plain_step(so_far.tokens.at(ref.pipe.last().pos() - p0));
+    CHECK(first_cache_difference(spec.pipe.cache_classes(true), ref.pipe.cache_classes(true)) == "");
+    CHECK(first_cache_difference(spec.drafter.ring_classes(), ref.drafter.ring_classes()) == "");
+  };
+  const SpecResult r = spec_generate(engine, head, opt);
+  CHECK(r.tokens == expect);
+  check_accounting(r, opt);
+  return r;
+}
+
+// 20 prompts: 1 token, shorter and longer than W = 16, random and repetitive text.
+std::vector<std::vector<int32_t>> prompts(int64_t vocab) {
+  std::vector<std::vector<int32_t>> out;
+  const int lengths[] = {1, 2, 3, 5, 7, 9, 12, 15, 16, 17, 20, 24, 30, 33, 40};
+  for (int i = 0; i < 15; ++i) out.push_back(random_tokens(lengths[i], vocab, 1000 + i));
+  for (int n : {4, 11, 18, 26, 36}) {  // repetitive: a short motif repeated
+    std::vector<int32_t> p;
+    const std::vector<int32_t> motif = random_tokens(3, vocab, 77 + n);
+    while (static_cast<int>(p.size()) < n) p.push_back(motif[p.size() % motif.size()]);
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("accept_walk: correction at the first mismatch, bonus after the last draft (§3.3)") {
+  int32_t next = -1;
+  CHECK(accept_walk({5, 6, 7, 8}, {6, 7, 9, 1}, 3, &next) == 2);
+  CHECK(next == 9);
+  CHECK(accept_walk({5, 6, 7}, {6, 7, 4}, 2, &next) == 2);  // all accepted: bonus a[kv]
+  CHECK(next == 4);
+  CHECK(accept_walk({5, 6}, {3, 6}, 1, &next) == 0);
+  CHECK(next == 3);
+  CHECK(accept_walk({5}, {8}, 0, &next) == 0);  // T = 1
+  CHECK(next == 8);
+}
+
+TEST_CASE("G6 greedy identity with the DSpark drafter, depth caps 1, 2, tmax, P = 1 and 2") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const ModelConfig& c = ckpt.config();
+  const int tmax = c.dspark.block_size + 1;
+  const auto ps = prompts(c.vocab_size);
+  const int64_t budgets[] = {1, 2, 5, 6, 7, 13};
+  for (size_t i = 0; i < ps.size(); ++i) {
+    for (int cap : {1, 2, tmax}) {
+      Case k;
+      k.prompt = ps[i];
+      k.n_new = std::min<int64_t>(budgets[(i + cap) % 6], kMaxSeq - ps[i].size() + 1);
+      k.depth_cap = cap;
+      k.ranges = (i % 2) ? &kTwoStages : &kOneStage;
+      CAPTURE(i);
+      CAPTURE(cap);
+      const SpecResult r = run_case(ckpt, *ops, k);
+      if (cap == 1)  // G10: T = 1 rounds are plain decode through the batched path
+        for (const SpecRound& rd : r.rounds)
+          CHECK(rd.t_batch <= 1);
+    }
+  }
+}
+
+TEST_CASE("G6/G8 replay drafter: full acceptance, and rejection at each draft index r") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const ModelConfig& c = ckpt.config();
+  const int B = c.dspark.block_size, tmax = B + 1;
+  const auto ps = prompts(c.vocab_size);
+  for (size_t i = 0; i < ps.size(); ++i) {  // always right: accepts == kv every round
+    Case k;
+    k.prompt = ps[i];
+    k.n_new = std::min<int64_t>(20, kMaxSeq - ps[i].size() + 1);
+    k.replay = true;
+    k.depth_cap = (i % 3 == 0) ? 2 : tmax;
+    k.ranges = (i % 2) ? &kTwoStages : &kOneStage;
+    CAPTURE(i);
+    for (const SpecRound& rd : run_case(ckpt, *ops, k).rounds)
+      if (rd.t_batch > 0) CHECK(rd.accepts == rd.t_batch - 1);
+  }
+  for (int r = 1; r <= B; ++r) {  // corrupted at index r: accepts == r - 1 when kv >= r
+    for (const auto& ranges : {&kOneStage, &kTwoStages}) {
+      Case k;
+      k.prompt = ps[static_cast<size_t>(r) * 3 % ps.size()];
+      k.n_new = 17;
+      k.replay = true;
+      k.corrupt = {r};
+      k.ranges = ranges;
+      CAPTURE(r);
+      int verify_rounds = 0;
+      for (const SpecRound& rd : run_case(ckpt, *ops, k).rounds) {
+        if (rd.t_batch == 0) continue;
+        ++verify_rounds;
+        const int kv = rd.t_batch - 1;
+        CHECK(rd.accepts == (kv >= r ? r - 1 : kv));
+        CHECK(rd.emitted == rd.accepts + 1);
+      }
+      CHECK(verify_rounds > 1);
+    }
+  }
+}
+
+TEST_CASE("G9 budget truncation and carry with the always-right drafter") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const ModelConfig& c = ckpt.config();
+  const int tmax = c.dspark.block_size + 1;
+  const std::vector<int32_t> prompt = random_tokens(9, c.vocab_size, 4242);
+  int carries = 0;
+  for (int64_t n_new = 1; n_new <= 3 * tmax + 2; ++n_new) {
+    for (int cap : {0, 2, tmax}) {
+      Case k;
+      k.prompt = prompt;
+      k.n_new = n_new;
+      k.depth_cap = cap;
+      k.replay = true;
+      CAPTURE(n_new);
+      CAPTURE(cap);
+      const SpecResult r = run_case(ckpt, *ops, k);
+      carries += r.ended_by_carry;
+      if (n_new == 1) {  // one proposal, no verify, one record
+        REQUIRE(r.rounds.size() == 1);
+        CHECK(r.rounds[0].t_batch == 0);
+      }
+    }
+  }
+  CHECK(carries > 0);
+}
