@@ -131,8 +131,8 @@ class Ops {
   // rows are rows [(b-1)*r, b*r) for b >= 1 and, for b = 0, prev_kv/prev_score (r rows),
   // or (value 0, score -inf) when prev_kv is null. Scores are raw gate projections:
   // the op adds ape. Output row b (width c.d) is normed, roped at position
-  // (first_block + b) * r, then act_quant (attention) or Hadamard+FP4 (indexer, unless
-  // num.indexer_quant == none).
+  // (first_block + b) * r, then act_quant (attention) or Hadamard+FP4 (indexer; both skipped
+  // when num.indexer_quant == none).
   virtual void compress_blocks(const CompressorWeights& c, const float* kv, const float* score,
                                int n_blocks, const float* prev_kv, const float* prev_score,
                                int first_block, const RopeTable& rope, double norm_eps,

@@ -92,10 +92,10 @@ void Layer::indexer_query(LayerContext& ctx, int rows) {
   ops.linear_fp8(w_.indexer->wq_b, ws.qr.data(), rows, act, ws.qi.data());
   ops.rope(ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, *rope_,
            ws.positions.data(), false);
-  // The rotation always runs (as on the keys in compress_blocks); indexer_quant none
-  // skips only the FP4 fake-quant (MODEL.md numeric options).
-  ops.hadamard_fp4(ws.qi.data(), rows * c.index_n_heads, c.index_head_dim,
-                   ctx.num.indexer_quant == IndexerQuant::fp4);
+  // §4.18 step 1: Hadamard then FP4 QAT; indexer_quant none skips both (MODEL.md
+  // numeric options: the rotation is orthogonal, so scores keep their exact value).
+  if (ctx.num.indexer_quant == IndexerQuant::fp4)
+    ops.hadamard_fp4(ws.qi.data(), rows * c.index_n_heads, c.index_head_dim, true);
   ops.linear_bf16(w_.indexer->weights_proj, ws.x.data(), rows, act, ws.wi.data());
 }
 

@@ -99,9 +99,9 @@ void cpu_compress_blocks(CpuWeightCache& cache, const CompressorWeights& c, cons
   std::vector<int32_t> positions(n_blocks);  // step 5: block j at its first token j*r
   for (int b = 0; b < n_blocks; ++b) positions[b] = (first_block + b) * c.ratio;
   cpu_rope(out, n_blocks, 1, d, rope, positions.data(), false);
-  if (c.rotate)  // step 6, indexer: Hadamard, FP4 per numerics
-    cpu_hadamard_fp4(out, n_blocks, d, num.indexer_quant == IndexerQuant::fp4);
-  else
+  if (c.rotate) {  // step 6, indexer: Hadamard + FP4, both skipped with indexer_quant none
+    if (num.indexer_quant == IndexerQuant::fp4) cpu_hadamard_fp4(out, n_blocks, d, true);
+  } else
     cpu_kv_act_quant(out, n_blocks, d, rd, num.kv_quant);
 }
 

@@ -103,9 +103,9 @@ void CudaOps::compress_blocks(const CompressorWeights& c, const float* kv, const
   std::vector<int32_t> positions(static_cast<size_t>(n_blocks));  // step 5: first token j*r
   for (int b = 0; b < n_blocks; ++b) positions[b] = (first_block + b) * c.ratio;
   this->rope(out, n_blocks, 1, d, rope, positions.data(), false);
-  if (c.rotate)  // step 6, indexer: Hadamard, FP4 per numerics
-    hadamard_fp4(out, n_blocks, d, num.indexer_quant == IndexerQuant::fp4);
-  else
+  if (c.rotate) {  // step 6, indexer: Hadamard + FP4, both skipped with indexer_quant none
+    if (num.indexer_quant == IndexerQuant::fp4) hadamard_fp4(out, n_blocks, d, true);
+  } else
     kv_act_quant(out, n_blocks, d, rd, num.kv_quant);
 }
 

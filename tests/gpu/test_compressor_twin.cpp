@@ -49,7 +49,7 @@ TEST_CASE("compress_blocks twin: overlap / non-overlap, attention / indexer fini
   run_case({"overlap r4 attention clamp, no prev", 4, false, false, plain, 1e-5, 1e-5});
   run_case({"overlap r4 attention clamp, prev", 4, false, true, plain, 1e-5, 1e-5});
   run_case({"non-overlap r16 attention clamp", 16, false, false, plain, 1e-5, 1e-5});
-  run_case({"overlap r4 indexer hadamard only", 4, true, true, no_fp4, 1e-5, 1e-5});
+  run_case({"overlap r4 indexer, indexer_quant none (no rotation, no FP4)", 4, true, true, no_fp4, 1e-5, 1e-5});
   // A ~1e-7 input difference flips an e4m3 / e2m1 rounding only for an element sitting on
   // a rounding boundary (rare); one flip moves it by one step: <= 1/8 of |v| (e4m3) or
   // <= 2 scales <= 0.5 max|out| (e2m1), ~0.07 of ||out|| for 384 elements. A wrong kernel

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "kernels/cpu/compressor.h"
+#include "kernels/cpu/quant.h"
 #include "kernels/cpu/norm.h"
 #include "vector_harness.h"
 
@@ -109,8 +110,11 @@ TEST_CASE("compressor prefill: pool, norm, rope at j*r, act_quant (both variants
       if (c.has_expected("indexer_fp4")) {
         num.indexer_quant = IndexerQuant::fp4;
         compare_key(c, "indexer_fp4", run(true, num));
-        num.indexer_quant = IndexerQuant::none;  // rotation without the FP4 rounding
-        compare_key(c, "indexer_hadamard", run(true, num));
+        num.indexer_quant = IndexerQuant::none;  // neither the rotation nor the FP4 rounding
+        std::vector<float> plain = run(true, num);
+        compare_key(c, "roped", plain);
+        cpu_hadamard_fp4(plain.data(), nb, d, false);  // the rotation alone, step 6
+        compare_key(c, "indexer_hadamard", plain);
       }
     }
   }
