@@ -46,6 +46,9 @@ run cpu1 1 tiny.yaml --max-new 64
 run cuda1 1 tiny-cuda.yaml
 run cuda2 2 tiny-cuda.yaml
 run cuda2mpi 2 tiny-cuda-mpi.yaml
+run cuda4 4 tiny-cuda-4rank-2gpu.yaml
+cmp -s "$out/cuda1.json" "$out/cuda4.json" && note "law 1 on GPU: -np 1 and -np 4 (two ranks per GPU, mpi data plane) logits byte-identical" \
+  || note "law 1 on GPU: -np 1 and -np 4 logits DIFFER"
 cmp -s "$out/cuda1.json" "$out/cuda2.json" && note "law 1 on GPU: -np 1 and -np 2 (nccl) logits byte-identical" \
   || note "law 1 on GPU: -np 1 and -np 2 (nccl) logits DIFFER"
 cmp -s "$out/cuda2.json" "$out/cuda2mpi.json" && note "nccl and mpi-staged data planes: logits byte-identical" \
@@ -65,3 +68,7 @@ if "$stage_bin" --help | grep -q "dspark" && ! "$stage_bin" --help | grep -q "no
   grep -h -i "accept\|round" "$out/log-cuda2_dspark"/rank0.log 2>/dev/null | tail -3 >>"$summary"
 fi
 note "done"
+# The device tool returns few files: keep summary and the gpu test log, pack the rest.
+tar -czf /tmp/dsv4-logs.tar.gz -C "$out" --exclude=summary.txt --exclude=ctest-gpu.log . \
+  && find "$out" -mindepth 1 ! -name summary.txt ! -name ctest-gpu.log -delete \
+  && mv /tmp/dsv4-logs.tar.gz "$out/logs.tar.gz"
