@@ -1,12 +1,12 @@
-// A debugging decorator of the op interface: forwards every op to an inner backend and
-// records each op's output (downloaded to the host) in order, so two backends running
-// the same model logic can be compared op by op and the first op that diverges found.
+// A debugging decorator of the op interface (kernels/forwarding_ops.h): records each
+// op's output (downloaded to the host) in order, so two backends running the same model
+// logic can be compared op by op and the first op that diverges found.
 #pragma once
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "kernels/ops.h"
+#include "kernels/forwarding_ops.h"
 
 namespace dsv4::test {
 
@@ -16,136 +16,115 @@ struct TraceEntry {
   bool integral = false;
 };
 
-class TracingOps final : public Ops {
+class TracingOps final : public ForwardingOps {
  public:
-  explicit TracingOps(Ops& inner) : in_(inner) {}
+  explicit TracingOps(Ops& inner) : ForwardingOps(inner) {}
   std::vector<TraceEntry> trace;
   bool enabled = true;
 
-  const char* name() const override { return in_.name(); }
-  FBuf alloc(size_t n) override { return in_.alloc(n); }
-  IBuf alloc_i32(size_t n) override { return in_.alloc_i32(n); }
-  void fill(float* d, float v, size_t n) override { in_.fill(d, v, n); }
-  void fill_i32(int32_t* d, int32_t v, size_t n) override { in_.fill_i32(d, v, n); }
-  void copy(float* d, const float* s, size_t n) override { in_.copy(d, s, n); }
-  void upload(float* d, const float* h, size_t n) override { in_.upload(d, h, n); }
-  void download(float* h, const float* s, size_t n) override { in_.download(h, s, n); }
-  void upload_i32(int32_t* d, const int32_t* h, size_t n) override { in_.upload_i32(d, h, n); }
-  void download_i32(int32_t* h, const int32_t* s, size_t n) override { in_.download_i32(h, s, n); }
-  void synchronize() override { in_.synchronize(); }
-  void prepare(const TensorView& t) override { in_.prepare(t); }
-  void prepare(const RopeTable& t) override { in_.prepare(t); }
-
-  void add(float* y, const float* x, size_t n) override { in_.add(y, x, n); rec("add", y, n); }
+  void add(float* y, const float* x, size_t n) override { inner().add(y, x, n); rec("add", y, n); }
   void embed(const TensorView& t, const int32_t* ids, int s, int hc, float* h) override {
-    in_.embed(t, ids, s, hc, h);
+    inner().embed(t, ids, s, hc, h);
     rec("embed", h, static_cast<size_t>(s) * hc * t.dim(1));
   }
   void rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps, float* y) override {
-    in_.rmsnorm(x, w, rows, n, eps, y);
+    inner().rmsnorm(x, w, rows, n, eps, y);
     rec("rmsnorm " + w.name, y, static_cast<size_t>(rows) * n);
   }
   void head_rms(float* v, int vectors, int n, double eps) override {
-    in_.head_rms(v, vectors, n, eps);
+    inner().head_rms(v, vectors, n, eps);
     rec("head_rms", v, static_cast<size_t>(vectors) * n);
   }
   void rope(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
             bool inverse) override {
-    in_.rope(v, rows, heads, dim, t, pos, inverse);
+    inner().rope(v, rows, heads, dim, t, pos, inverse);
     rec(inverse ? "inverse rope" : "rope", v, static_cast<size_t>(rows) * heads * dim);
   }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
-    in_.kv_act_quant(v, rows, dim, rd, q);
+    inner().kv_act_quant(v, rows, dim, rd, q);
     rec("kv_act_quant", v, static_cast<size_t>(rows) * dim);
   }
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override {
-    in_.hadamard_fp4(v, vectors, dim, fp4);
+    inner().hadamard_fp4(v, vectors, dim, fp4);
     rec("hadamard_fp4", v, static_cast<size_t>(vectors) * dim);
   }
   void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double ne, double he,
               int it, float* y, float* post, float* comb) override {
-    in_.hc_pre(h, s, hc, hidden, p, ne, he, it, y, post, comb);
+    inner().hc_pre(h, s, hc, hidden, p, ne, he, it, y, post, comb);
     rec("hc_pre y " + p.fn.name, y, static_cast<size_t>(s) * hidden);
     rec("hc_pre post", post, static_cast<size_t>(s) * hc);
     rec("hc_pre comb", comb, static_cast<size_t>(s) * hc * hc);
   }
   void hc_post(const float* x, const float* res, const float* post, const float* comb, int s,
                int hc, int hidden, float* out) override {
-    in_.hc_post(x, res, post, comb, s, hc, hidden, out);
+    inner().hc_post(x, res, post, comb, s, hc, hidden, out);
     rec("hc_post", out, static_cast<size_t>(s) * hc * hidden);
   }
   void hc_head(const float* h, int s, int hc, int hidden, const HeadWeights& w, double ne,
                double he, float* y) override {
-    in_.hc_head(h, s, hc, hidden, w, ne, he, y);
+    inner().hc_head(h, s, hc, hidden, w, ne, he, y);
     rec("hc_head", y, static_cast<size_t>(s) * hidden);
   }
-  void hc_mean(const float* h, int s, int hc, int hidden, float* out, int stride) override {
-    in_.hc_mean(h, s, hc, hidden, out, stride);
-  }
   void linear_fp8(const Fp8Linear& w, const float* x, int rows, bool a, float* y) override {
-    in_.linear_fp8(w, x, rows, a, y);
+    inner().linear_fp8(w, x, rows, a, y);
     rec("linear_fp8 " + w.weight.name, y, static_cast<size_t>(rows) * w.out());
   }
   void linear_bf16(const TensorView& w, const float* x, int rows, bool a, float* y) override {
-    in_.linear_bf16(w, x, rows, a, y);
+    inner().linear_bf16(w, x, rows, a, y);
     rec("linear_bf16 " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
   }
   void linear_island(const TensorView& w, const float* x, int rows, float* y) override {
-    in_.linear_island(w, x, rows, y);
+    inner().linear_island(w, x, rows, y);
     rec("linear_island " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
   }
   void grouped_wo_a(const Fp8Linear& w, const float* o, int rows, int g, bool a, float* og) override {
-    in_.grouped_wo_a(w, o, rows, g, a, og);
+    inner().grouped_wo_a(w, o, rows, g, a, og);
     rec("grouped_wo_a", og, static_cast<size_t>(rows) * w.out());
   }
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* sc, int nb,
                        const float* pkv, const float* psc, int fb, const RopeTable& r, double e,
                        const Numerics& num, float* out) override {
-    in_.compress_blocks(c, kv, sc, nb, pkv, psc, fb, r, e, num, out);
+    inner().compress_blocks(c, kv, sc, nb, pkv, psc, fb, r, e, num, out);
     rec("compress_blocks " + c.wkv.name, out, static_cast<size_t>(nb) * c.d);
   }
   void indexer_topk(const float* q, const float* w, int rows, int heads, int dim, float ws,
                     const float* keys, const int32_t* nv, int width, int base, int32_t* idx,
                     int stride, int col0) override {
-    in_.indexer_topk(q, w, rows, heads, dim, ws, keys, nv, width, base, idx, stride, col0);
+    inner().indexer_topk(q, w, rows, heads, dim, ws, keys, nv, width, base, idx, stride, col0);
     reci("indexer_topk", idx, static_cast<size_t>(rows) * stride);
   }
   void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                       const int32_t* idx, int width, const TensorView& sink, float scale,
                       float* o) override {
-    in_.sink_attention(q, rows, heads, dim, kv, idx, width, sink, scale, o);
+    inner().sink_attention(q, rows, heads, dim, kv, idx, width, sink, scale, o);
     reci("attention index", idx, static_cast<size_t>(rows) * width);
     rec("sink_attention", o, static_cast<size_t>(rows) * heads * dim);
   }
   void route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
              int ne, int k, float rs, int32_t* sel, float* wt) override {
-    in_.route(b, x, rows, ids, hidden, ne, k, rs, sel, wt);
+    inner().route(b, x, rows, ids, hidden, ne, k, rs, sel, wt);
     reci("route sel", sel, static_cast<size_t>(rows) * k);
     rec("route wt", wt, static_cast<size_t>(rows) * k);
   }
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float lim, const Numerics& num, float* out) override {
-    in_.moe(b, x, rows, sel, wt, k, lim, num, out);
+    inner().moe(b, x, rows, sel, wt, k, lim, num, out);
     rec("moe", out, static_cast<size_t>(rows) * b.wq_a.in());
-  }
-  void argmax(const float* l, int rows, int64_t n, int32_t* out) override {
-    in_.argmax(l, rows, n, out);
   }
 
  private:
   void rec(const std::string& op, const float* p, size_t n) {
     if (!enabled) return;
     std::vector<float> host(n);
-    in_.download(host.data(), p, n);
+    inner().download(host.data(), p, n);
     trace.push_back({op, std::vector<double>(host.begin(), host.end()), false});
   }
   void reci(const std::string& op, const int32_t* p, size_t n) {
     if (!enabled) return;
     std::vector<int32_t> host(n);
-    in_.download_i32(host.data(), p, n);
+    inner().download_i32(host.data(), p, n);
     trace.push_back({op, std::vector<double>(host.begin(), host.end()), true});
   }
-  Ops& in_;
 };
 
 }  // namespace dsv4::test
