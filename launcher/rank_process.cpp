@@ -197,15 +197,16 @@ void say(const std::shared_ptr<spdlog::logger>& log, int rank, const std::string
 }
 
 // After a run-time failure in a multi-rank job the MPI state holds requests to peers
-// that are gone; the process ends here without MPI_Finalize.
-[[noreturn]] void exit_now(const std::shared_ptr<spdlog::logger>& log, int code) {
+// that are gone; the process ends without MPI_Finalize. The exit is logged and flushed
+// before the failure protocol's last exchange (see below), because once the failing
+// rank exits, mpirun may kill every rank that is still running.
+void log_exit(const std::shared_ptr<spdlog::logger>& log, int code) {
   if (log) {
     log->debug("exit status {}", code);
     log->flush();
   }
   std::fflush(stdout);
   std::fflush(stderr);
-  std::_Exit(code);
 }
 
 int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
@@ -276,19 +277,20 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
   } catch (const PeerFailed& f) {
     log->error("rank {}: stopping because rank {} failed", rank, f.failed_rank);
     log->debug("the error of rank {}: {}", f.failed_rank, f.what());
-    if (!ep.acknowledge_failure(f.failed_rank, kFailureGraceSeconds))
-      log->debug("rank {} did not release this rank in time", f.failed_rank);
-    exit_now(log, 1);
+    log_exit(log, 1);
+    ep.acknowledge_failure(f.failed_rank, kFailureGraceSeconds);  // a timeout changes nothing
+    std::_Exit(1);
   } catch (const std::exception& e) {
     log->error("rank {} failed: {}", rank, e.what());
     if (size == 1) return 1;
+    log_exit(log, 1);
     if (!ep.announce_failure(e.what(), kFailureGraceSeconds)) {
       log->error("rank {}: not every rank acknowledged the failure in time; aborting the job",
                  rank);
       log->flush();
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    exit_now(log, 1);
+    std::_Exit(1);
   }
 }
 
