@@ -34,7 +34,7 @@ std::string gib(uint64_t v) {
 const char* recipe_name(ExpertRecipe r) { return r == ExpertRecipe::nvfp4 ? "nvfp4" : "mxfp4"; }
 
 // Bytes by class (rows) and part (trunk / globals / drafter), §5.1-§5.2.
-void print_census(const dsv4::ModelConfig& c, const dsv4::CensusOptions& o, const std::string& preset) {
+void print_census(const dsv4::ModelConfig& c, const dsv4::CensusOptions& o) {
   const std::vector<dsv4::CensusEntry> census = dsv4::tensor_census(c, o);
   const int L = c.num_hidden_layers, n_blk = dsv4::census_drafter_blocks(c, o);
   enum Part { kTrunk, kGlobals, kDrafter, kParts };
@@ -46,8 +46,8 @@ void print_census(const dsv4::ModelConfig& c, const dsv4::CensusOptions& o, cons
     part_total[p] += e.bytes();
   }
   const uint64_t total = part_total[kTrunk] + part_total[kGlobals] + part_total[kDrafter];
-  std::printf("census of preset %s: trunk experts %s, drafter experts %s, %d trunk layers, "
-              "%d drafter blocks\n", preset.c_str(), recipe_name(o.trunk_experts),
+  std::printf("census of %s: trunk experts %s, drafter experts %s, %d trunk layers, "
+              "%d drafter blocks\n", c.source.c_str(), recipe_name(o.trunk_experts),
               recipe_name(o.drafter_experts), L, n_blk);
   std::printf("%-16s %22s %22s %22s %22s\n", "class", "trunk", "globals", "drafter", "all");
   for (const auto& [cls, v] : by_class)
@@ -90,6 +90,9 @@ int run(int argc, char** argv) {
       ("experts", "trunk routed-expert recipe: 'nvfp4' (U8 + E4M3 block scales + weight_scale_2) "
                   "or 'mxfp4' (I8 + E8M0 scales, the official release); drafter experts are "
                   "always mxfp4", cxxopts::value<std::string>()->default_value("nvfp4"))
+      ("trunk-layers", "with --preset flash: keep only trunk layers 0..N-1 (real dimensions "
+                       "and kinds) and the globals, without the drafter (N in 1..43; default: "
+                       "the full model with DSpark)", cxxopts::value<int>())
       ("census", "print the resident byte census by class and the totals; writes nothing")
       ("force", "write into a non-empty --out directory (files of the same names are replaced)")
       ("h,help", "show this help");
@@ -111,6 +114,12 @@ int run(int argc, char** argv) {
   if (preset == "tiny") config = dsv4::tiny_preset();
   else if (preset == "flash") config = dsv4::flash_preset();
   else throw dsv4::Error(dsv4::cat("--preset: '", preset, "' is not one of tiny, flash"));
+  if (args.count("trunk-layers")) {
+    if (preset != "flash")
+      throw dsv4::Error(dsv4::cat("--trunk-layers applies to --preset flash only (got --preset ",
+                                  preset, ")"));
+    config = dsv4::flash_trunk_preset(args["trunk-layers"].as<int>());
+  }
 
   dsv4::SyntheticOptions so;
   so.seed = args["seed"].as<uint64_t>();
@@ -121,7 +130,7 @@ int run(int argc, char** argv) {
     dsv4::CensusOptions co;
     co.trunk_experts = so.trunk_experts;
     co.drafter_experts = so.drafter_experts;
-    print_census(config, co, preset);
+    print_census(config, co);
     return 0;
   }
   if (!args.count("out")) throw dsv4::Error("--out DIR is required to write (or pass --census)");
@@ -134,7 +143,7 @@ int run(int argc, char** argv) {
     throw dsv4::Error(dsv4::cat("--out ", out, " is not empty (pass --force to write into it)"));
   so.progress = [](const std::string& line) { std::cerr << "dsv4-mkckpt: " << line << std::endl; };
   dsv4::write_synthetic_checkpoint(config, out, so);
-  std::cerr << "dsv4-mkckpt: wrote preset " << preset << " (seed " << so.seed << ", trunk experts "
+  std::cerr << "dsv4-mkckpt: wrote " << config.source << " (seed " << so.seed << ", trunk experts "
             << recipe_name(so.trunk_experts) << ") to " << out << "\n";
   return 0;
 }

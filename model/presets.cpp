@@ -1,7 +1,10 @@
 // Preset configs and the config.json writer (CHECKPOINT.md §1.2, §6.1).
 #include "model/presets.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "model/error.h"
 
 namespace dsv4 {
 
@@ -92,6 +95,20 @@ ModelConfig flash_preset() {
   c.dspark.noise_token_id = 128799;
   c.dspark.target_layer_ids = {40, 41, 42};
   c.dspark.markov_rank = 256;
+  return c;
+}
+
+ModelConfig flash_trunk_preset(int trunk_layers) {
+  ModelConfig c = flash_preset();
+  const int L = c.num_hidden_layers;
+  if (trunk_layers < 1 || trunk_layers > L)
+    throw Error(cat("flash trunk layers = ", trunk_layers, ": must lie in [1, ", L, "]"));
+  c.source = cat("preset flash, trunk layers 0..", trunk_layers - 1);
+  c.num_hidden_layers = trunk_layers;
+  c.num_hash_layers = std::min(c.num_hash_layers, trunk_layers);  // layers 0-2 stay hash
+  c.compress_ratios.resize(static_cast<size_t>(trunk_layers));    // no drafter entries
+  c.num_nextn_predict_layers = 0;
+  c.dspark = DsparkConfig{};
   return c;
 }
 

@@ -9,6 +9,10 @@ namespace dsv4 {
 
 ModelConfig tiny_preset();   // §6.1 exactly
 ModelConfig flash_preset();  // §1.2 (0731 values, 46-entry compress_ratios, DSpark)
+// Flash cut to trunk layers [0, trunk_layers) with their real dimensions and kinds, the
+// globals, and no drafter (no dspark_* keys, no mtp.*): a checkpoint that fits one card
+// for decode benchmarks (§5.3). Throws Error unless 1 <= trunk_layers <= 43.
+ModelConfig flash_trunk_preset(int trunk_layers);
 
 // config.json with the HF keys of §1.2 / §6.1 (identity, quantization_config,
 // expert_dtype, ...), such that parse_model_config reads back the same ModelConfig.

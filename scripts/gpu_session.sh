@@ -30,7 +30,7 @@ note "ctest -L gpu: rc=$? in $((SECONDS - t0)) s"
 grep -E "MESSAGE|layer [0-9]+:|logits:|mismatch|rel_l2|passed|failed|FAILED|ERROR" "$out/ctest-gpu.log" \
   | grep -v "^$" | tail -80 >>"$summary"
 
-mpi=("$repo/scripts/mpirun.sh" -x NCCL_NVLS_ENABLE)
+mpi=("$repo/scripts/mpirun.sh")
 stage_bin=$build/launcher/dsv4-stage
 ckpt=$build/fixtures/tiny
 [ -f "$ckpt/config.json" ] || "$build/launcher/dsv4-mkckpt" --preset tiny --seed 1 --force --out "$ckpt" >/dev/null

@@ -1,0 +1,122 @@
+// dsv4-step-bytes: the bytes one batch-1 decode step reads (CHECKPOINT.md §5.3), from the
+// tensor census of a checkpoint's config or of a preset. A step reads every dense tensor
+// of every trunk layer, K of the E routed experts per layer (without input_scale, which
+// is ignored on load, C3), one tid2eid row in hash layers, the whole head (head.weight,
+// norm, hc_head_*) and one embedding row; never the drafter.
+#include <cstdio>
+#include <cxxopts.hpp>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "model/census.h"
+#include "model/checkpoint.h"
+#include "model/error.h"
+#include "model/presets.h"
+
+namespace {
+
+using dsv4::ByteClass;
+using dsv4::CensusEntry;
+using dsv4::ExpertRecipe;
+
+// "layers.l.ffn.experts.e.w1.weight" -> e; -1 for a tensor outside the routed experts.
+int64_t expert_index(const std::string& name) {
+  static const std::string kTag = ".ffn.experts.";
+  const size_t at = name.find(kTag);
+  if (at == std::string::npos) return -1;
+  return std::stoll(name.substr(at + kTag.size()));
+}
+
+// Bytes of one census entry that a decode step reads (§5.3).
+uint64_t step_read(const CensusEntry& e, const dsv4::ModelConfig& c) {
+  if (e.cls == ByteClass::embed) return e.bytes() / static_cast<uint64_t>(c.vocab_size);  // one row
+  if (e.name.ends_with(".ffn.gate.tid2eid")) return e.bytes() / static_cast<uint64_t>(c.vocab_size);
+  const int64_t expert = expert_index(e.name);
+  if (expert >= c.num_experts_per_tok) return 0;  // K experts read; all are the same size
+  return e.bytes();
+}
+
+ExpertRecipe parse_recipe(const std::string& s) {
+  if (s == "nvfp4") return ExpertRecipe::nvfp4;
+  if (s == "mxfp4") return ExpertRecipe::mxfp4;
+  throw dsv4::Error(dsv4::cat("--experts: '", s, "' is not one of nvfp4, mxfp4"));
+}
+
+int run(int argc, char** argv) {
+  cxxopts::Options opts("dsv4-step-bytes",
+                        "Prints the bytes one batch-1 decode step reads (CHECKPOINT.md §5.3): "
+                        "a table by byte class, then 'step_bytes <total>'.");
+  opts.add_options()
+      ("model", "checkpoint directory: config.json and the expert recipe of its tensors",
+       cxxopts::value<std::string>())
+      ("preset", "instead of --model: 'tiny' or 'flash'", cxxopts::value<std::string>())
+      ("trunk-layers", "with --preset flash: trunk layers 0..N-1 only (as dsv4-mkckpt)",
+       cxxopts::value<int>())
+      ("experts", "with --preset: trunk routed-expert recipe, nvfp4 or mxfp4",
+       cxxopts::value<std::string>()->default_value("nvfp4"))
+      ("h,help", "show this help");
+  cxxopts::ParseResult args;
+  try {
+    args = opts.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw dsv4::Error(dsv4::cat(e.what(), " (see --help)"));
+  }
+  if (args.count("help")) {
+    std::cout << opts.help() << "\n";
+    return 0;
+  }
+  if (!args.unmatched().empty())
+    throw dsv4::Error(dsv4::cat("unexpected argument '", args.unmatched().front(), "' (see --help)"));
+  if (args.count("model") == args.count("preset"))
+    throw dsv4::Error("pass exactly one of --model DIR or --preset tiny|flash (see --help)");
+
+  dsv4::ModelConfig config;
+  dsv4::CensusOptions co;
+  if (args.count("model")) {
+    const dsv4::Checkpoint ckpt(args["model"].as<std::string>());
+    config = ckpt.config();
+    co.trunk_experts = ckpt.has("layers.0.ffn.experts.0.w1.weight_scale") ? ExpertRecipe::nvfp4
+                                                                            : ExpertRecipe::mxfp4;
+  } else {
+    const std::string preset = args["preset"].as<std::string>();
+    if (args.count("trunk-layers") && preset != "flash")
+      throw dsv4::Error("--trunk-layers applies to --preset flash only");
+    if (preset == "tiny") config = dsv4::tiny_preset();
+    else if (preset == "flash")
+      config = args.count("trunk-layers") ? dsv4::flash_trunk_preset(args["trunk-layers"].as<int>())
+                                          : dsv4::flash_preset();
+    else throw dsv4::Error(dsv4::cat("--preset: '", preset, "' is not one of tiny, flash"));
+    co.trunk_experts = parse_recipe(args["experts"].as<std::string>());
+  }
+  co.drafter_blocks = 0;            // a decode step never reads the drafter
+  co.nvfp4_input_scale = false;     // stored but ignored on load (C3): never read
+
+  std::map<ByteClass, uint64_t> by_class;
+  uint64_t total = 0;
+  for (const CensusEntry& e : dsv4::tensor_census(config, co)) {
+    const uint64_t b = step_read(e, config);
+    by_class[e.cls] += b;
+    total += b;
+  }
+  std::printf("bytes one decode step reads (CHECKPOINT.md §5.3): %s, %d trunk layers, %s experts "
+              "(K = %d of %d)\n", config.source.c_str(), config.num_hidden_layers,
+              co.trunk_experts == ExpertRecipe::nvfp4 ? "nvfp4" : "mxfp4",
+              config.num_experts_per_tok, config.n_routed_experts);
+  for (const auto& [cls, bytes] : by_class)
+    std::printf("  %-16s %16llu\n", dsv4::byte_class_name(cls),
+                static_cast<unsigned long long>(bytes));
+  std::printf("step_bytes %llu\n", static_cast<unsigned long long>(total));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "dsv4-step-bytes: error: " << e.what() << "\n";
+    return 2;
+  }
+}
