@@ -103,6 +103,11 @@ class CudaOps final : public Ops {
   template <class W>
   void gemv(const W& w, int64_t w_row0, const float* x, int64_t x_stride, int64_t k_in,
             bool act_bf16, float* y, int64_t y_stride, int64_t n_out, int rows);
+  // Its 16-byte-chunk fast path with decoder C; false (nothing launched) when x's layout
+  // does not allow 128-bit loads.
+  template <class C>
+  bool gemv_chunks(const C& c, int64_t w_row0, const float* x, int64_t x_stride, int64_t k_in,
+                   bool act_bf16, float* y, int64_t y_stride, int64_t n_out, int rows, dim3 grid);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
