@@ -33,12 +33,13 @@ __device__ inline float e8m0_value(uint8_t code) {
   return f32_from_bits(static_cast<uint32_t>(code) << 23);
 }
 
-// §3.5 E2M1 nibble: magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, bit 3 negates.
+// §3.5 E2M1 nibble: magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, bit 3 negates. Built as f32
+// bits (integer ops only): idx = e m >= 2 is (1 + m/2) 2^(e-1), i.e. exponent e - 1 + 127 and
+// mantissa bit m, = (idx << 22) + (126 << 23); idx 1 is 0.5 = 126 << 23; idx 0 is 0.
 __device__ inline float e2m1_value(uint8_t nibble) {
-  const uint32_t idx = nibble & 0x7u, e = idx >> 1, m = idx & 1u;
-  const float mag = e == 0 ? 0.5f * static_cast<float>(m)
-                           : (1.0f + 0.5f * static_cast<float>(m)) * f32_from_bits((e - 1 + 127) << 23);
-  return (nibble & 0x8u) ? -mag : mag;
+  const uint32_t idx = nibble & 0x7u;
+  const uint32_t mag = idx < 2 ? idx * (126u << 23) : (idx << 22) + (126u << 23);
+  return f32_from_bits((static_cast<uint32_t>(nibble & 0x8u) << 28) | mag);
 }
 
 // ---- weight accessors: element (r, c) of the exact dequantized weight ----
@@ -78,6 +79,40 @@ struct Fp4W {
     const uint8_t s = scales[r * (cols / group) + c / group];
     if (!nv) return q * e8m0_value(s);
     return (e4m3_value(s) * scale_2) * q;
+  }
+
+  // One run of kRun elements = 16 packed bytes = one MXFP4 scale block / two NVFP4 ones.
+  static constexpr int kRun = 32;
+  // f[i] = at(r, c0 + i), i < kRun, bit for bit (c0 % kRun == 0, c0 + kRun <= cols): one
+  // 128-bit load when the run is 16-byte aligned, else 16 byte loads (same values).
+  __device__ void run(int64_t r, int64_t c0, float (&f)[kRun]) const {
+    const uint8_t* p = packed + r * (cols >> 1) + (c0 >> 1);
+    uint32_t words[4];
+    if (reinterpret_cast<uintptr_t>(p) % 16 == 0) {
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
+      words[0] = q.x;
+      words[1] = q.y;
+      words[2] = q.z;
+      words[3] = q.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        words[j] = __ldg(p + 4 * j) | (uint32_t{__ldg(p + 4 * j + 1)} << 8) |
+                   (uint32_t{__ldg(p + 4 * j + 2)} << 16) | (uint32_t{__ldg(p + 4 * j + 3)} << 24);
+    }
+    // Element c0 + i is nibble i % 8 of word i / 8 (byte i / 2, even i low nibble, §3.5).
+    const uint8_t* s = scales + r * (cols / group) + c0 / group;
+    if (nv) {  // group 16: e4m3(sb) * s2 first, as at()
+      const float sv[2] = {e4m3_value(__ldg(s)) * scale_2, e4m3_value(__ldg(s + 1)) * scale_2};
+#pragma unroll
+      for (int i = 0; i < kRun; ++i)
+        f[i] = sv[i / 16] * e2m1_value(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu));
+    } else {  // group 32
+      const float sv = e8m0_value(__ldg(s));
+#pragma unroll
+      for (int i = 0; i < kRun; ++i)
+        f[i] = e2m1_value(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu)) * sv;
+    }
   }
 };
 

@@ -74,26 +74,63 @@ __global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, flo
   }
 }
 
-// L-bf16 dot of output n (one warp): lane l sums k = l, l+32, ..., then the butterfly.
-template <class W>
-__device__ float dot_lbf16(const W& w, int64_t n, const float* x, int64_t K, bool act_bf16) {
-  float acc = 0.0f;
-  for (int64_t k = threadIdx.x % cuda::kWarp; k < K; k += cuda::kWarp)
-    acc += (act_bf16 ? bf16_round(x[k]) : x[k]) * w.at(n, k);
-  return cuda::warp_sum(acc);
+// x[0 .. len) into a (len <= kFp4Block, the rest 0), bf16-rounded when act_bf16; float4
+// loads when x is 16-byte aligned and the run is whole (same values either way).
+__device__ void load_run(const float* x, int len, bool act_bf16, float (&a)[kFp4Block]) {
+  if (len == kFp4Block && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < kFp4Block; i += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(x + i);
+      a[i] = v.x;
+      a[i + 1] = v.y;
+      a[i + 2] = v.z;
+      a[i + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kFp4Block; ++i) a[i] = i < len ? x[i] : 0.0f;
+  }
+  if (act_bf16)
+#pragma unroll
+    for (int i = 0; i < kFp4Block; ++i) a[i] = bf16_round(a[i]);
 }
 
-// FP4GEMM of §4.23 arm B with D4: per 32-block the exact partial (lane l owns 32b + l),
-// times the activation's per-128 scale, accumulated in ascending b.
-template <class W>
-__device__ float dot_native(const W& w, int64_t n, const float* aq, const float* as, int64_t K) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < K / kFp4Block; ++b) {
-    const int64_t k = b * kFp4Block + threadIdx.x % cuda::kWarp;
-    const float partial = cuda::warp_sum(aq[k] * w.at(n, k));
-    acc += partial * as[b * kFp4Block / kFp8Block];
+// Output n of the NW projections w (one warp) on the activation row x [K]. Lane l owns the
+// 32-element runs l, l+32, ... (one 16-byte load of packed nibbles each) and sums each run's
+// products in ascending k. Native (xs = the row's per-128 scales; §4.23 arm B, D4): each run
+// is one FP4 K-block, its partial sum is multiplied by xs[c0/128] and the lane accumulates
+// its blocks in ascending b. L-bf16 (xs null): one running f32 sum per lane in ascending k.
+// Then the fixed butterfly. Nothing depends on the slot or row count (SPECDECODE.md §6.3).
+template <int NW>
+__device__ void expert_dots(const cuda::Fp4W (&w)[NW], int64_t n, const float* x, const float* xs,
+                            int64_t K, bool act_bf16, float (&out)[NW]) {
+  constexpr int kRun = cuda::Fp4W::kRun;
+  static_assert(kRun == kFp4Block, "a run is one FP4 K-block");
+  float acc[NW];
+#pragma unroll
+  for (int j = 0; j < NW; ++j) acc[j] = 0.0f;
+  for (int64_t c0 = int64_t{threadIdx.x % cuda::kWarp} * kRun; c0 < K; c0 += int64_t{kRun} * cuda::kWarp) {
+    const int len = K - c0 < kRun ? static_cast<int>(K - c0) : kRun;  // < kRun: L-bf16 tail only
+    float a[kRun];
+    load_run(x + c0, len, act_bf16, a);
+#pragma unroll
+    for (int j = 0; j < NW; ++j) {
+      float wv[kRun];
+      if (len == kRun) {
+        w[j].run(n, c0, wv);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kRun; ++i) wv[i] = i < len ? w[j].at(n, c0 + i) : 0.0f;
+      }
+      float p = xs ? 0.0f : acc[j];
+#pragma unroll
+      for (int i = 0; i < kRun; ++i)
+        if (i < len) p += a[i] * wv[i];
+      acc[j] = xs ? acc[j] + p * xs[c0 / kFp8Block] : p;
+    }
   }
-  return acc;
+#pragma unroll
+  for (int j = 0; j < NW; ++j) out[j] = cuda::warp_sum(acc[j]);
 }
 
 struct ExpertArgs {
@@ -110,20 +147,16 @@ __global__ void expert_up_kernel(ExpertArgs a, int64_t slots, const float* x, co
   if (n >= a.inter) return;
   for (int64_t s = blockIdx.y; s < slots; s += gridDim.y) {
     const cuda::ExpertW& e = a.experts[a.sel[s]];
+    const cuda::Fp4W w[2] = {e.w1, e.w3};
     const int64_t row = s / a.k;
-    float gv, uv;
-    if (a.native) {
-      const float* q = xq + row * a.hidden;
-      const float* qs = xs + row * (a.hidden / kFp8Block);
-      gv = dot_native(e.w1, n, q, qs, a.hidden);
-      uv = dot_native(e.w3, n, q, qs, a.hidden);
-    } else {
-      gv = dot_lbf16(e.w1, n, x + row * a.hidden, a.hidden, a.act_bf16);
-      uv = dot_lbf16(e.w3, n, x + row * a.hidden, a.hidden, a.act_bf16);
-    }
+    float gu[2];
+    if (a.native)
+      expert_dots(w, n, xq + row * a.hidden, xs + row * (a.hidden / kFp8Block), a.hidden, false, gu);
+    else
+      expert_dots(w, n, x + row * a.hidden, nullptr, a.hidden, a.act_bf16, gu);
     if (threadIdx.x % cuda::kWarp == 0) {
-      g[s * a.inter + n] = gv;
-      u[s * a.inter + n] = uv;
+      g[s * a.inter + n] = gu[0];
+      u[s * a.inter + n] = gu[1];
     }
   }
 }
@@ -134,11 +167,11 @@ __global__ void expert_down_kernel(ExpertArgs a, int64_t slots, const float* h, 
   const int64_t n = static_cast<int64_t>(blockIdx.x) * cuda::kGemvWarps + threadIdx.x / cuda::kWarp;
   if (n >= a.hidden) return;
   for (int64_t s = blockIdx.y; s < slots; s += gridDim.y) {
-    const cuda::ExpertW& e = a.experts[a.sel[s]];
-    const float* hr = h + s * a.inter;
-    const float v = a.native ? dot_native(e.w2, n, hr, hs + s * (a.inter / kFp8Block), a.inter)
-                             : dot_lbf16(e.w2, n, hr, a.inter, a.act_bf16);
-    if (threadIdx.x % cuda::kWarp == 0) y[s * a.hidden + n] = v;
+    const cuda::Fp4W w[1] = {a.experts[a.sel[s]].w2};
+    float v[1];
+    expert_dots(w, n, h + s * a.inter, a.native ? hs + s * (a.inter / kFp8Block) : nullptr, a.inter,
+                !a.native && a.act_bf16, v);
+    if (threadIdx.x % cuda::kWarp == 0) y[s * a.hidden + n] = v[0];
   }
 }
 
