@@ -11,6 +11,8 @@
 #   --max-new M       tokens to generate (default 32; M - 1 decode steps are timed)
 #   --prompt-len P    prompt length, 1..16 ids (default 16)
 #   --keep            keep the written checkpoint (default: deleted at exit)
+#   --stage-args "A"  extra dsv4-stage flags for every run, word-split (e.g. "--profile-ops";
+#                     the op table lands in each rank's log, OUT_DIR/np<P>/logs/)
 #
 # Writes the checkpoint to a temp dir OUT_DIR/ckpt.XXXXXX, runs dsv4-stage once per rank
 # count (transport nccl for cuda, mpi for cpu; logs in OUT_DIR/np<P>/), prints a table
@@ -35,13 +37,13 @@ set -euo pipefail
 
 die() { echo "flash_decode.sh: $*" >&2; exit 2; }
 
-[ $# -ge 2 ] || die "usage: bench/flash_decode.sh BUILD_DIR OUT_DIR [--layers N] [--experts R] [--backend B] [--model DIR] [--np LIST] [--max-new M] [--prompt-len P] [--keep]"
+[ $# -ge 2 ] || die "usage: bench/flash_decode.sh BUILD_DIR OUT_DIR [--layers N] [--experts R] [--backend B] [--model DIR] [--np LIST] [--max-new M] [--prompt-len P] [--keep] [--stage-args \"A\"]"
 build=$(cd "$1" && pwd) || die "build dir $1 not found"
 mkdir -p "$2"
 out=$(cd "$2" && pwd)
 shift 2
 
-layers=4 experts=nvfp4 backend=cuda model="" nps="" max_new=32 prompt_len=16 keep=0
+layers=4 experts=nvfp4 backend=cuda model="" nps="" max_new=32 prompt_len=16 keep=0 stage_args=""
 while [ $# -gt 0 ]; do
   case $1 in
     --layers) layers=${2:?--layers needs a value}; shift 2 ;;
@@ -52,6 +54,7 @@ while [ $# -gt 0 ]; do
     --max-new) max_new=${2:?--max-new needs a value}; shift 2 ;;
     --prompt-len) prompt_len=${2:?--prompt-len needs a value}; shift 2 ;;
     --keep) keep=1; shift ;;
+    --stage-args) stage_args=${2?--stage-args needs a value}; shift 2 ;;
     *) die "unknown option '$1' (see the usage at the top of the script)" ;;
   esac
 done
@@ -118,7 +121,7 @@ max_seq: $max_seq
 EOF
   echo "flash_decode.sh: -np $np, backend $backend, transport $transport, logs in $dir" >&2
   "$repo/scripts/mpirun.sh" -np "$np" "$stage" --config "$dir/run.yaml" --prompt-ids "$prompt" \
-    --max-new "$max_new" --log-dir "$dir/logs" >"$dir/stdout.txt" 2>"$dir/stderr.txt" ||
+    --max-new "$max_new" --log-dir "$dir/logs" $stage_args >"$dir/stdout.txt" 2>"$dir/stderr.txt" ||
     die "dsv4-stage -np $np failed (exit $?); see $dir/stderr.txt and $dir/logs"
   log=$dir/logs/rank0.log
   used_transport=$transport

@@ -24,6 +24,10 @@ Run config keys (YAML; configs/README.md documents each):
   drafter        none (default) | dspark | replay:FILE[:corrupt=R1,R2,..]  speculative
                  decoding (greedy only); replay proposes a recorded run's tokens
   spec_depth     verify depth cap, 0 = default (dspark_block_size + 1)
+  stop_ids       [ids...] emitting one ends generation (it is printed, not consumed);
+                 default none: run to max_new. [<eos_token_id> of config.json] stops at EOS
+  profile_ops    true | false (default): time every op of the decode steps (synchronizing
+                 around each) and log a per-op table on every rank at the end
 Run with mpirun -np P for P pipeline stages, or directly for one.
 )";
 
@@ -50,8 +54,12 @@ cxxopts::Options make_options() {
      cxxopts::value<std::string>())
     ("spec-depth", "verify depth cap, 0 = block_size + 1 (overrides spec_depth:)",
      cxxopts::value<int>())
+    ("stop-ids", "stop token ids, e.g. 1,2; --stop-ids <eos_token_id> stops at the model's EOS "
+     "(overrides stop_ids:)", cxxopts::value<std::string>())
     ("spec-stats", "write the speculative round statistics JSON to FILE (rank 0)",
      cxxopts::value<std::string>())
+    ("profile-ops", "time every op of the decode steps; each rank logs a table at the end "
+     "(sets profile_ops: true)")
     ("h,help", "print this help");
   return o;
 }
@@ -84,6 +92,8 @@ CliOptions parse_cli(int argc, char** argv) {
   text("drafter", cli.drafter);
   if (r.count("prompt-ids"))
     cli.prompt_ids = parse_id_list(r["prompt-ids"].as<std::string>(), "--prompt-ids");
+  if (r.count("stop-ids"))
+    cli.stop_ids = parse_id_list(r["stop-ids"].as<std::string>(), "--stop-ids");
   if (r.count("max-new")) {
     cli.max_new = r["max-new"].as<int64_t>();
     if (*cli.max_new < 1) throw Error(cat("--max-new: ", *cli.max_new, " (must be >= 1)"));
@@ -92,6 +102,7 @@ CliOptions parse_cli(int argc, char** argv) {
     cli.spec_depth = r["spec-depth"].as<int>();
     if (*cli.spec_depth < 0) throw Error(cat("--spec-depth: ", *cli.spec_depth, " (must be >= 0)"));
   }
+  cli.profile_ops = r.count("profile-ops") > 0;
   if (r.count("dump-logits")) cli.dump_logits = r["dump-logits"].as<std::string>();
   if (r.count("spec-stats")) cli.spec_stats = r["spec-stats"].as<std::string>();
   if (r.count("stage-only")) {
@@ -111,8 +122,10 @@ void apply_cli(const CliOptions& cli, RunConfig& c) {
   if (cli.backend) c.backend = parse_backend(*cli.backend, "--backend");
   if (cli.drafter) c.drafter = *cli.drafter;
   if (cli.prompt_ids) c.prompt_ids = *cli.prompt_ids;
+  if (cli.stop_ids) c.stop_ids = *cli.stop_ids;
   if (cli.max_new) c.max_new = *cli.max_new;
   if (cli.spec_depth) c.spec_depth = *cli.spec_depth;
+  if (cli.profile_ops) c.profile_ops = true;
 }
 
 }  // namespace dsv4

@@ -14,9 +14,10 @@ struct CliOptions {
   bool help = false;
   std::string config;                       // --config (required unless --help)
   std::optional<std::string> model, log_dir, dump_boundary, backend, drafter;
-  std::optional<std::vector<int32_t>> prompt_ids;
+  std::optional<std::vector<int32_t>> prompt_ids, stop_ids;
   std::optional<int64_t> max_new;
   std::optional<int> spec_depth;
+  bool profile_ops = false;                 // --profile-ops (sets profile_ops: true)
   std::string dump_logits;                  // --dump-logits FILE.json
   std::string spec_stats;                   // --spec-stats FILE.json (speculative runs)
   std::optional<int> stage_only;            // --stage-only R (with --replay DIR)

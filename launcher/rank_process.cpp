@@ -14,6 +14,7 @@
 #include "comm/mpi_endpoint.h"
 #include "comm/nccl_transport.h"
 #include "kernels/ops.h"
+#include "kernels/timed_ops.h"
 #include "launcher/boundary_dump.h"
 #include "launcher/cli.h"
 #include "launcher/device_select.h"
@@ -39,7 +40,9 @@ constexpr double kFailureGraceSeconds = 10.0;
 // Everything one rank holds for a run; members are destroyed in reverse order.
 struct RankRuntime {
   std::unique_ptr<Checkpoint> ckpt;
-  std::unique_ptr<Ops> ops;
+  std::unique_ptr<Ops> backend;
+  std::unique_ptr<TimedOps> profiler;  // profile_ops: wraps the backend
+  Ops* ops = nullptr;                  // what the rank computes with (profiler or backend)
   std::unique_ptr<Stage> stage;
   std::unique_ptr<Drafter> drafter;  // head rank of a speculative run
   std::unique_ptr<ControlPlane> control;
@@ -68,8 +71,16 @@ PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
                          std::shared_ptr<spdlog::logger> log) {
   PipelineHooks hooks;
   hooks.before_op = fault_hook_from_env(rank);
-  hooks.after_op = [log](int op, const OpHeader& h, double ms) {
+  TimedOps* profiler = rt.profiler.get();
+  if (profiler) {  // the table covers every operation but the prefill
+    hooks.before_op = [fault = hooks.before_op, profiler](int op, const OpHeader& h) {
+      profiler->set_active(h.kind != OpKind::prefill);
+      if (fault) fault(op, h);
+    };
+  }
+  hooks.after_op = [log, profiler](int op, const OpHeader& h, double ms) {
     log->debug("op {} {} pos {} T {}: {:.3f} ms", op, op_kind_name(h.kind), h.pos, h.rows(), ms);
+    if (profiler && (h.kind == OpKind::decode || h.kind == OpKind::verify)) profiler->count_step();
   };
   if (!cfg.dump_boundary.empty()) {
     std::error_code ec;
@@ -101,7 +112,13 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
 
   int device = -1;
   if (cfg.backend == Backend::cuda) device = select_device(cfg.devices, rank, size, local_rank);
-  rt.ops = make_ops(cfg, device);
+  rt.backend = make_ops(cfg, device);
+  rt.ops = rt.backend.get();
+  if (cfg.profile_ops) {
+    rt.profiler = std::make_unique<TimedOps>(*rt.backend);
+    rt.profiler->set_active(false);  // the hooks switch it on per operation
+    rt.ops = rt.profiler.get();
+  }
 
   StageSpec spec;
   spec.rank = rank;
@@ -160,6 +177,7 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
   req.prompt = cfg.prompt_ids;
   req.max_new = cfg.max_new;
   req.keep_logits = !cli.dump_logits.empty();
+  req.stop_ids = cfg.stop_ids;
   const bool speculative = cfg.drafter != "none";
   if (speculative) {  // S3: fixed depth, default block_size + 1
     req.spec_tmax = rt.ckpt->config().dspark.block_size + 1;
@@ -169,6 +187,8 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
   coordinator.stop();
   std::printf("tokens: %s\n", joined(res.tokens).c_str());
   std::fflush(stdout);
+  if (res.stopped)
+    log.info("stopped at stop id {} after {} tokens", res.tokens.back(), res.tokens.size());
   if (req.keep_logits)
     write_logits_json(cli.dump_logits, logits_json(req.prompt, res.tokens, res.logits));
   if (speculative) {
@@ -185,6 +205,19 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
   log.info("prefill {:.1f} ms ({} tokens), decode {:.2f} ms/token over {} steps, {:.1f} tokens/s",
            res.prefill_ms, req.prompt.size(), per_token, res.decode_steps,
            per_token > 0 ? 1000.0 / per_token : 0.0);
+}
+
+// The --profile-ops table, one log line per row.
+void log_op_profile(const TimedOps& profiler, int rank, spdlog::logger& log) {
+  log.info("rank {} op profile over {} step(s) (decode steps and verify rounds; prefill "
+           "excluded; each op synchronized):", rank, profiler.steps());
+  const std::string table = profiler.table();
+  size_t begin = 0;
+  while (begin < table.size()) {
+    const size_t end = table.find('\n', begin);
+    log.info("  {}", table.substr(begin, end - begin));
+    begin = end == std::string::npos ? table.size() : end + 1;
+  }
 }
 
 // Reports a line on the rank's logger, or on stderr before the logger exists.
@@ -241,6 +274,7 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
         GenerationRequest req;
         req.prompt = cfg.prompt_ids;
         req.max_new = cfg.max_new;
+        req.stop_ids = cfg.stop_ids;
         // max_seq and V are checked again by the coordinator once the model is known.
         check_admission(req, INT64_MAX, INT32_MAX);
       }
@@ -272,6 +306,7 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
     } else {
       rt.pipeline->serve();
     }
+    if (rt.profiler) log_op_profile(*rt.profiler, rank, *log);
     log->debug("exit status 0");
     return 0;
   } catch (const PeerFailed& f) {

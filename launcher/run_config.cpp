@@ -63,6 +63,12 @@ class Reader {
     if (v < min) throw Error(cat(where(key), ": ", v, " is below the minimum ", min));
     return v;
   }
+  bool boolean(const YAML::Node& n, const std::string& key) const {
+    const std::string text = scalar(n, key);
+    if (text == "true") return true;
+    if (text == "false") return false;
+    throw Error(cat(where(key), ": '", text, "' (allowed: true, false)"));
+  }
   std::vector<int64_t> integers(const YAML::Node& n, const std::string& key, int64_t min) const {
     if (!n.IsSequence()) throw Error(cat(where(key), ": expected a list of integers"));
     std::vector<int64_t> out;
@@ -145,10 +151,15 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     else if (key == "dump_boundary") c.dump_boundary = resolve_path(rd.scalar(v, key), base_dir);
     else if (key == "drafter") c.drafter = rd.scalar(v, key);
     else if (key == "spec_depth") c.spec_depth = static_cast<int>(rd.integer(v, key, 0));
+    else if (key == "stop_ids") {
+      c.stop_ids.clear();
+      for (int64_t id : rd.integers(v, key, 0)) c.stop_ids.push_back(static_cast<int32_t>(id));
+    }
+    else if (key == "profile_ops") c.profile_ops = rd.boolean(v, key);
     else
       throw Error(cat(rd.where(key), ": unknown key (known: model, backend, transport, "
                       "placement, max_seq, prompt_ids, max_new, numerics, devices, log_dir, "
-                      "dump_boundary, drafter, spec_depth)"));
+                      "dump_boundary, drafter, spec_depth, profile_ops, stop_ids)"));
   }
   return c;
 }

@@ -35,6 +35,8 @@ struct RunConfig {
   std::string dump_boundary;                // "" : no dumps
   std::string drafter = "none";             // none | dspark | replay:FILE (SPECDECODE.md)
   int spec_depth = 0;                       // 0: default depth (S3)
+  std::vector<int32_t> stop_ids;            // SPECDECODE S6; empty: run to max_new
+  bool profile_ops = false;                 // per-op decode timing table in each rank's log
 
   static constexpr int64_t kDefaultMaxSeq = 4096;
   Transport effective_transport() const {
@@ -54,7 +56,7 @@ RunConfig load_run_config(const std::string& path);
 // only with cuda, nccl only with cuda); throws Error naming the key or flag.
 void check_run_config(const RunConfig& c);
 
-// Comma-separated integers ("1,2,3"), for --prompt-ids; `what` names the flag.
+// Comma-separated integers ("1,2,3"), for --prompt-ids and --stop-ids; `what` names the flag.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what);
 
 }  // namespace dsv4

@@ -22,6 +22,10 @@ void check_admission(const GenerationRequest& req, int64_t max_seq, int64_t voca
     if (req.prompt[i] < 0 || req.prompt[i] >= vocab)
       throw Error(cat("prompt_ids[", i, "]: token id ", req.prompt[i], " outside [0, ", vocab,
                       ")"));
+  for (size_t i = 0; i < req.stop_ids.size(); ++i)
+    if (req.stop_ids[i] < 0 || req.stop_ids[i] >= vocab)
+      throw Error(cat("stop_ids[", i, "]: token id ", req.stop_ids[i], " outside [0, ", vocab,
+                      ") (stop_ids: / --stop-ids)"));
 }
 
 namespace {
@@ -119,20 +123,25 @@ GenerationResult Coordinator::generate(const GenerationRequest& req) {
     opt.n_new = req.max_new;
     opt.depth_cap = req.depth_cap;
     opt.tmax = req.spec_tmax;
+    opt.stop_ids = req.stop_ids;
     const int32_t head = out.tokens.back();
     out.tokens.pop_back();  // spec_generate emits the head token itself
     SpecResult spec = spec_generate(engine, head, opt);
     out.tokens = std::move(spec.tokens);
     out.rounds = std::move(spec.rounds);
     out.ended_by_carry = spec.ended_by_carry;
+    out.stopped = spec.stopped;
     out.decode_steps = static_cast<int64_t>(out.rounds.size());
   }
+  // Plain greedy; a stop id is emitted and ends the run unconsumed (S6).
   header.kind = OpKind::decode;
-  while (static_cast<int64_t>(out.tokens.size()) < req.max_new) {
+  out.stopped = out.stopped || is_stop(req.stop_ids, out.tokens.back());
+  while (!out.stopped && static_cast<int64_t>(out.tokens.size()) < req.max_new) {
     header.pos = static_cast<int64_t>(req.prompt.size() + out.tokens.size()) - 1;
     header.ids = {out.tokens.back()};
     take(run(header));
     ++out.decode_steps;
+    out.stopped = is_stop(req.stop_ids, out.tokens.back());
   }
   out.decode_ms = Ms(Clock::now() - decode_start).count();
 

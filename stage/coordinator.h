@@ -17,19 +17,21 @@ struct GenerationRequest {
   bool keep_logits = false;     // return the logits row that chose each token
   int spec_tmax = 0;            // 0: plain greedy; else B + 1: speculative rounds (SPECDECODE §5)
   int depth_cap = 0;            // speculative: verify depth cap, <= 0 none (§5.2)
+  std::vector<int32_t> stop_ids;  // S6: emitting one ends the run (it is not consumed)
 };
 
 struct GenerationResult {
-  std::vector<int32_t> tokens;              // n_new greedy tokens
+  std::vector<int32_t> tokens;              // n_new greedy tokens, fewer after a stop id
   std::vector<std::vector<float>> logits;   // [n_new][V] when asked; row 0 from prefill
   double prefill_ms = 0, decode_ms = 0;     // decode_ms: all decode steps together
   int64_t decode_steps = 0;                 // plain decode steps, or verify rounds
   std::vector<SpecRound> rounds;            // speculative: every round record (R-A4)
   bool ended_by_carry = false;
+  bool stopped = false;                     // the last token is a stop id (S6)
 };
 
 // Refuses a request the engine cannot serve, naming the numbers (SPECDECODE.md S5:
-// 1 <= p0 <= max_seq and p0 + n_new - 1 <= max_seq; ids in [0, V)).
+// 1 <= p0 <= max_seq and p0 + n_new - 1 <= max_seq; prompt and stop ids in [0, V)).
 void check_admission(const GenerationRequest& req, int64_t max_seq, int64_t vocab);
 
 class Coordinator {

@@ -25,6 +25,10 @@ int accept_walk(const std::vector<int32_t>& x, const std::vector<int32_t>& a, in
   return c;
 }
 
+bool is_stop(const std::vector<int32_t>& stop_ids, int32_t token) {
+  return std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end();
+}
+
 SpecResult spec_generate(SpecEngine& engine, int32_t head, const SpecOptions& opt) {
   using Clock = std::chrono::steady_clock;
   DSV4_CHECK(opt.p0 >= 1 && opt.n_new >= 1 && opt.tmax >= 1, "spec_generate: p0 ", opt.p0,
@@ -39,6 +43,12 @@ SpecResult spec_generate(SpecEngine& engine, int32_t head, const SpecOptions& op
     if (carry) {  // the budget truncated a fully accepted round: its bonus fills the last slot
       tokens.push_back(t);
       r.ended_by_carry = true;
+      r.stopped = is_stop(opt.stop_ids, t);
+      break;
+    }
+    if (is_stop(opt.stop_ids, t)) {  // S6: the head (a round's `next`) is emitted, no proposal
+      tokens.push_back(t);
+      r.stopped = r.stopped_at_head = true;
       break;
     }
     const auto start = Clock::now();
@@ -61,19 +71,26 @@ SpecResult spec_generate(SpecEngine& engine, int32_t head, const SpecOptions& op
       const std::vector<int32_t> x(prop.out_ids.begin(), prop.out_ids.begin() + T);
       int32_t next = -1;
       const int c = accept_walk(x, engine.verify(x), kv, &next);
-      engine.commit(c + 1);
-      tokens.insert(tokens.end(), x.begin() + 1, x.begin() + 1 + c);
+      // S6: the first accepted draft x[j] that is a stop id ends the run after x[0..j];
+      // x[j] is not consumed (commit j, ring rows m0 .. m0 + j - 1), as in plain greedy.
+      const auto stop = std::find_if(x.begin() + 1, x.begin() + 1 + c,
+                                     [&](int32_t d) { return is_stop(opt.stop_ids, d); });
+      const int j = static_cast<int>(stop - x.begin());  // c + 1: no accepted stop
+      r.stopped = j <= c;
+      engine.commit(r.stopped ? j : c + 1);
+      tokens.insert(tokens.end(), x.begin() + 1, x.begin() + std::min(j, c) + 1);
       carry = c == kv && T < t_cap;
-      rec.accepts = c;
+      rec.accepts = c;  // the verifier's ruling, also in a stopped round
       rec.verified = std::min(c + 1, kv);
       rec.t_batch = T;
       rec.t_cap = t_cap;
-      rec.emitted = 1 + c;
+      rec.emitted = 1 + std::min(j, c);
       t = next;
     }
     rec.round_us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
     r.rounds.push_back(std::move(rec));
     if (opt.on_round) opt.on_round(r.rounds.back(), r);
+    if (r.stopped) break;  // S6: no further proposal
   }
   return r;
 }

@@ -41,7 +41,13 @@ struct SpecResult {
   std::vector<int32_t> tokens;      // n_new tokens, == plain greedy (R-I1)
   std::vector<SpecRound> rounds;
   bool ended_by_carry = false;      // the last token was a carried bonus (no record)
+  bool stopped = false;             // S6: the last token is a stop id
+  bool stopped_at_head = false;     // S6: ... emitted as a round's head (a previous round's
+                                    // `next`, or the prefill argmax): no record
 };
+
+// S6: whether `token` is one of the run's stop ids.
+bool is_stop(const std::vector<int32_t>& stop_ids, int32_t token);
 
 // §3.3 accept walk over verify argmaxes a[0..T-1] of x = [t, d1..d_kv]: returns c (the
 // accepted drafts) and sets *next to the next round's head token.
@@ -53,6 +59,7 @@ struct SpecOptions {
   int64_t n_new = 1;                // tokens to emit
   int depth_cap = 0;                // <= 0: none; else max(1, depth_cap) (§5.2)
   int tmax = 0;                     // B + 1
+  std::vector<int32_t> stop_ids;    // S6: generation ends after emitting one; empty: none
   // Called after every round's record is pushed (state checks in tests, logging).
   std::function<void(const SpecRound&, const SpecResult&)> on_round;
 };

@@ -2,7 +2,8 @@
 # Law 3 (ARCHITECTURE.md; SPECDECODE.md R-I1) across ranks: speculative runs emit the plain
 # greedy tokens and the same --dump-logits file, byte for byte, at P = 1 and 2, with the
 # DSpark drafter at depth caps 1, 2 and the maximum, and with the replay drafter (always
-# right, and corrupted at each draft index r = 1..B). Also checks --spec-stats is written.
+# right, and corrupted at each draft index r = 1..B). Also checks --spec-stats is written,
+# and --stop-ids (S6) in plain and speculative runs.
 # usage: spec_identity.sh <dsv4-stage> <model dir> <configs dir> <work dir>
 EXE=$1; MODEL=$2; CONFIGS=$3; WORK=$4
 source "$(dirname "$0")/common.sh"
@@ -35,5 +36,18 @@ for prompt in 7 17,4,99,250,3,42,7,311,8,64,128,5,77,19,2,401,9,33 5,6,5,6,5,6,5
       same "replay$i-np$p-c$r" "plain$i"
     done
   done
+done
+# S6: with a stop id (the 6th token of a plain run), plain greedy emits the stream up to
+# its first occurrence and logs it; speculative runs emit the same tokens and logits.
+stop=$(sed -n 's/^tokens: //p' "$WORK/plain1.out" | cut -d, -f6)
+run stop-plain 1 7 --stop-ids "$stop" 2> "$WORK/stop-plain.err"
+grep -q "stopped at stop id $stop after" "$WORK/stop-plain.err" || fail "no stop log line"
+[ "$(sed -n 's/^tokens: //p' "$WORK/stop-plain.out" | tr , '\n' | tail -1)" = "$stop" ] ||
+  fail "plain run with --stop-ids $stop does not end at the stop id"
+for p in 1 2; do
+  run "stop-dspark-np$p" "$p" 7 --drafter dspark --stop-ids "$stop" --spec-stats "$WORK/s$p.json"
+  same "stop-dspark-np$p" stop-plain
+  run "stop-replay-np$p" "$p" 7 --drafter "replay:$WORK/plain1.json" --stop-ids "$stop"
+  same "stop-replay-np$p" stop-plain
 done
 echo "spec identity: DSpark and replay runs equal plain greedy for $i prompts, P = 1 and 2"

@@ -83,3 +83,14 @@ TEST_CASE("DSV4_FAULT_INJECT values: <rank>:<op>:<error|kill>") {
   CHECK_THROWS_AS(parse_fault_plan("x:2:error"), Error);
   CHECK_THROWS_AS(parse_fault_plan("1:2"), Error);
 }
+
+TEST_CASE("--stop-ids overrides stop_ids: and is refused by name") {
+  RunConfig c = parse_run_config("model: m\nstop_ids: [9]\n", "run.yaml", "/cfg");
+  apply_cli(parse({"--config", "run.yaml"}), c);
+  CHECK(c.stop_ids == std::vector<int32_t>{9});  // no flag: the YAML's list stays
+  apply_cli(parse({"--config", "run.yaml", "--stop-ids", "1,2"}), c);
+  CHECK(c.stop_ids == std::vector<int32_t>{1, 2});
+  CHECK(refusal({"--config", "c", "--stop-ids", "1,x"}).find("--stop-ids: 'x'") !=
+        std::string::npos);
+  CHECK(help_text().find("--stop-ids") != std::string::npos);
+}

@@ -128,3 +128,11 @@ TEST_CASE("--prompt-ids lists: comma-separated non-negative ids") {
   CHECK_THROWS_AS(parse_id_list("1,2x", "--prompt-ids"), Error);
   CHECK_THROWS_AS(parse_id_list("", "--prompt-ids"), Error);
 }
+
+TEST_CASE("run config: stop_ids (SPECDECODE.md S6) default none, a list of ids, refused by key") {
+  CHECK(parse_run_config("model: m\n", "run.yaml", "/cfg").stop_ids.empty());
+  CHECK(parse_run_config("stop_ids: [1, 0, 7]\n", "run.yaml", "/cfg").stop_ids ==
+        std::vector<int32_t>{1, 0, 7});
+  CHECK(refusal("stop_ids: [3, -1]\n").find("stop_ids[1]: -1 is below") != std::string::npos);
+  CHECK(refusal("stop_ids: 1\n").find("stop_ids: expected a list") != std::string::npos);
+}

@@ -3,12 +3,17 @@
 // depth caps 1, 2 and tmax, state identity after every round (R-S6 trunk classes vs a
 // plain sequential decode of the committed tokens; R-S7 rings vs a plain run writing a
 // ring row at every position), G8 forced rejection at every draft index, G9 budget
-// truncation and carry, G10 T = 1 rounds, and the §5.5 accounting identities.
+// truncation and carry, G10 T = 1 rounds, the §5.5 accounting identities, and S6 stop
+// ids (the plain stream cut after its first stop id, the stop token not consumed).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <memory>
+#include <string>
 
 #include "drafter_harness.h"
+#include "model/error.h"
+#include "stage/coordinator.h"
 #include "stage/replay_drafter.h"
 #include "stage/spec_rounds.h"
 
@@ -26,7 +31,10 @@ const std::vector<LayerRange> kTwoStages{{0, 4}, {4, 7}};
 class LocalEngine final : public SpecEngine {
  public:
   LocalEngine(DraftRun& run, Drafter& proposer) : run_(run), proposer_(proposer) {}
-  Proposal propose(int32_t head, int64_t anchor) override { return proposer_.propose(head, anchor); }
+  Proposal propose(int32_t head, int64_t anchor) override {
+    ++proposals;
+    return proposer_.propose(head, anchor);
+  }
   std::vector<int32_t> verify(const std::vector<int32_t>& x) override {
     m0_ = run_.pipe.last().pos();
     const std::vector<float> logits = run_.pipe.verify(x);
@@ -38,6 +46,7 @@ class LocalEngine final : public SpecEngine {
     run_.pipe.commit(n);
     run_.drafter.write_rings(run_.tap_rows(n), m0_, n);
   }
+  size_t proposals = 0;
 
  private:
   DraftRun& run_;
@@ -57,8 +66,19 @@ std::vector<int32_t> plain_greedy(DraftRun& run, const std::vector<int32_t>& pro
   return out;
 }
 
-// §5.5 accounting identities of a finished run.
+// §5.5 accounting identities of a finished run; S6: a run that stopped at an accepted
+// draft x[j] records emitted = j + 1 <= 1 + accepts in its last round, one that stopped at
+// a head token (a round's `next` or the prefill argmax) has no record for it.
 void check_accounting(const SpecResult& r, const SpecOptions& opt) {
+  const auto n = static_cast<int64_t>(r.tokens.size());
+  CHECK(r.stopped == (!r.tokens.empty() && is_stop(opt.stop_ids, r.tokens.back())));
+  for (int64_t i = 0; i + 1 < n; ++i) CHECK_FALSE(is_stop(opt.stop_ids, r.tokens[i]));
+  CHECK(r.stopped_at_head <= r.stopped);
+  if (r.rounds.empty()) {  // only a stop at the prefill argmax ends a run before any round
+    CHECK((r.stopped_at_head && n == 1));
+    return;
+  }
+  const bool stopped_in_round = r.stopped && !r.stopped_at_head && !r.ended_by_carry;
   int64_t emitted = 0;
   for (size_t i = 0; i < r.rounds.size(); ++i) {
     const SpecRound& k = r.rounds[i];
@@ -72,18 +92,22 @@ void check_accounting(const SpecResult& r, const SpecOptions& opt) {
     }
     CHECK((1 <= k.t_batch && k.t_batch <= k.t_cap && k.t_cap <= opt.tmax));
     CHECK(k.accepts <= k.t_batch - 1);
-    CHECK(k.emitted == 1 + k.accepts);
+    if (stopped_in_round && i + 1 == r.rounds.size())
+      CHECK((2 <= k.emitted && k.emitted <= 1 + k.accepts));
+    else
+      CHECK(k.emitted == 1 + k.accepts);
     CHECK(k.verified == std::min(k.accepts + 1, k.t_batch - 1));
     // R-A2: T is the structural cap, cut by the budget left after pushing the head token.
     const int64_t before = k.start_pos + 1 - opt.p0;
     CHECK(k.t_batch == std::min<int64_t>(k.t_cap, opt.n_new - before - 1));
   }
   CHECK(r.rounds.front().start_pos == opt.p0 - 1);
-  CHECK(emitted + (r.ended_by_carry ? 1 : 0) == opt.n_new);
-  CHECK(static_cast<int64_t>(r.tokens.size()) == opt.n_new);
+  CHECK(emitted + (r.ended_by_carry ? 1 : 0) + (r.stopped_at_head ? 1 : 0) == n);
+  CHECK((r.stopped ? n <= opt.n_new : n == opt.n_new));
   const SpecRound& last = r.rounds.back();
-  CHECK(r.ended_by_carry ==
-        (last.t_batch > 0 && last.accepts == last.t_batch - 1 && last.t_batch < last.t_cap));
+  if (!r.stopped)
+    CHECK(r.ended_by_carry ==
+          (last.t_batch > 0 && last.accepts == last.t_batch - 1 && last.t_batch < last.t_cap));
 }
 
 struct Case {
@@ -93,7 +117,16 @@ struct Case {
   std::vector<int> corrupt;  // replay drafter when non-empty or `replay`
   bool replay = false;
   const std::vector<LayerRange>* ranges = &kOneStage;
+  std::vector<int32_t> stop_ids;  // S6
 };
+
+// S6 in plain greedy: the stream up to and including its first stop id.
+std::vector<int32_t> cut_at_stop(std::vector<int32_t> tokens, const std::vector<int32_t>& stop) {
+  const auto it = std::find_if(tokens.begin(), tokens.end(),
+                               [&](int32_t t) { return std::count(stop.begin(), stop.end(), t); });
+  if (it != tokens.end()) tokens.erase(it + 1, tokens.end());
+  return tokens;
+}
 
 // Runs one spec generation and its plain reference; checks identity after the run and
 // state identity after every round. Returns the result for case-specific checks.
@@ -101,11 +134,12 @@ SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
   const ModelConfig& c = ckpt.config();
   const int64_t p0 = static_cast<int64_t>(k.prompt.size());
   DraftRun greedy(ckpt, ops, *k.ranges);
-  const std::vector<int32_t> expect = plain_greedy(greedy, k.prompt, k.n_new);
+  const std::vector<int32_t> full = plain_greedy(greedy, k.prompt, k.n_new);
+  const std::vector<int32_t> expect = cut_at_stop(full, k.stop_ids);
 
   DraftRun spec(ckpt, ops, *k.ranges), ref(ckpt, ops, *k.ranges);
   std::vector<int32_t> recorded = k.prompt;
-  recorded.insert(recorded.end(), expect.begin(), expect.end());
+  recorded.insert(recorded.end(), full.begin(), full.end());
   ReplayDrafter replay(recorded, k.corrupt, c.dspark.block_size, c.vocab_size,
                        static_cast<int32_t>(c.dspark.noise_token_id));
   LocalEngine engine(spec, k.replay ? static_cast<Drafter&>(replay) : spec.drafter);
@@ -117,8 +151,10 @@ SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
   opt.n_new = k.n_new;
   opt.depth_cap = k.depth_cap;
   opt.tmax = c.dspark.block_size + 1;
+  opt.stop_ids = k.stop_ids;
   opt.on_round = [&](const SpecRound&, const SpecResult& so_far) {
-    // The reference consumes the same committed tokens one plain step at a time.
+    // The reference consumes the same committed tokens one plain step at a time (after
+    // the final commit of a stopped run: every token but the stop).
     const int64_t pos = spec.pipe.last().pos();
     while (ref.pipe.last().pos() < pos) ref.plain_step(so_far.tokens.at(ref.pipe.last().pos() - p0));
     CHECK(first_cache_difference(spec.pipe.cache_classes(true), ref.pipe.cache_classes(true)) == "");
@@ -126,6 +162,12 @@ SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
   };
   const SpecResult r = spec_generate(engine, head, opt);
   CHECK(r.tokens == expect);
+  CHECK(engine.proposals == r.rounds.size());  // S13: none after a carry round or a stop
+  const int64_t consumed = static_cast<int64_t>(r.tokens.size()) - 1;  // all but the last
+  CHECK(spec.pipe.last().pos() == p0 + consumed);
+  while (ref.pipe.last().pos() < p0 + consumed) ref.plain_step(r.tokens.at(ref.pipe.last().pos() - p0));
+  CHECK(first_cache_difference(spec.pipe.cache_classes(true), ref.pipe.cache_classes(true)) == "");
+  CHECK(first_cache_difference(spec.drafter.ring_classes(), ref.drafter.ring_classes()) == "");
   check_accounting(r, opt);
   return r;
 }
@@ -246,4 +288,76 @@ TEST_CASE("G9 budget truncation and carry with the always-right drafter") {
     }
   }
   CHECK(carries > 0);
+}
+
+// S6: stop ids chosen from an unstopped run's stream where the token first occurs, at a
+// position that falls (a) on an accepted draft in the middle of a round, (b) on a round's
+// `next` (bonus or correction; the next round's head), (c) on the prefill argmax.
+TEST_CASE("S6 stop ids: spec tokens == plain greedy cut at the first stop, state of the emitted tokens") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const ModelConfig& c = ckpt.config();
+  const auto ps = prompts(c.vocab_size);
+  for (bool replay : {true, false}) {
+    int hits[3] = {0, 0, 0};  // (a), (b), (c)
+    for (size_t i = 0; i < ps.size(); i += 3) {
+      Case k;
+      k.prompt = ps[i];
+      k.n_new = std::min<int64_t>(20, kMaxSeq - ps[i].size() + 1);
+      k.replay = replay;
+      k.ranges = (i % 2) ? &kTwoStages : &kOneStage;
+      CAPTURE(i);
+      CAPTURE(replay);
+      const SpecResult base = run_case(ckpt, *ops, k);
+      const std::vector<int32_t>& s = base.tokens;
+      const int64_t p0 = static_cast<int64_t>(k.prompt.size());
+      // Stop candidates: (kind, stream index); the first of each kind whose token first
+      // occurs there is run.
+      std::vector<std::pair<int, int64_t>> picks{{2, 0}};
+      for (size_t r = 0; r < base.rounds.size(); ++r) {
+        const SpecRound& rd = base.rounds[r];
+        const int64_t head = rd.start_pos + 1 - p0;  // stream index of x[0]
+        if (rd.t_batch > 0 && rd.accepts >= 2) picks.push_back({0, head + 1});
+        if (r + 1 < base.rounds.size()) picks.push_back({1, base.rounds[r + 1].start_pos + 1 - p0});
+      }
+      bool done[3] = {false, false, false};
+      for (const auto& [kind, idx] : picks) {
+        const auto first = std::find(s.begin(), s.end(), s[static_cast<size_t>(idx)]) - s.begin();
+        if (done[kind] || first != idx) continue;
+        done[kind] = true;
+        ++hits[kind];
+        CAPTURE(kind);
+        CAPTURE(idx);
+        Case stopped = k;
+        // A second stop id that the stream never emits changes nothing.
+        int32_t unused = 0;
+        while (std::count(s.begin(), s.end(), unused)) ++unused;
+        stopped.stop_ids = {unused, s[static_cast<size_t>(idx)]};
+        const SpecResult r = run_case(ckpt, *ops, stopped);
+        REQUIRE(static_cast<int64_t>(r.tokens.size()) == idx + 1);
+        CHECK(r.stopped);
+        CHECK(r.stopped_at_head == (kind != 0));
+        if (kind == 2) CHECK(r.rounds.empty());
+        if (kind == 0) CHECK(r.rounds.back().emitted == 2);  // x[0], x[1] = the stop
+      }
+    }
+    CAPTURE(replay);
+    CHECK(hits[1] > 0);
+    CHECK(hits[2] > 0);
+    if (replay) CHECK(hits[0] > 0);  // full acceptance: every round has accepted drafts
+  }
+}
+
+TEST_CASE("S6 stop ids outside [0, V) are refused by key") {
+  GenerationRequest req;
+  req.prompt = {1, 2};
+  req.stop_ids = {3, 64};
+  try {
+    check_admission(req, 16, 64);
+    FAIL("a stop id >= vocab was accepted");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("stop_ids[1]: token id 64 outside [0, 64)") != std::string::npos);
+  }
+  req.stop_ids = {0, 63};
+  CHECK_NOTHROW(check_admission(req, 16, 64));
 }
