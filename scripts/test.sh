@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every CPU test (labels unit, mpi, slow; gpu tests need the
-# GPU machine: scripts/gpu_build_and_test.sh). This is the README's test command.
+# GPU machine: scripts/gpu_session.sh). This is the README's test command.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/setup.sh"
