@@ -83,46 +83,35 @@ struct Fp4W {
 
   // One run of kRun elements = 16 packed bytes = one MXFP4 scale block / two NVFP4 ones.
   static constexpr int kRun = 32;
-  // The stored bytes of one run: 16 packed bytes and its scale codes (1 MXFP4 / 2 NVFP4).
-  struct Raw {
-    uint32_t words[4];
-    uint8_t s[2];
-  };
-  // Raw of the run at (r, c0) (c0 % kRun == 0, c0 + kRun <= cols): one 128-bit load when the
-  // run is 16-byte aligned, else 16 byte loads (same bytes).
-  __device__ Raw fetch(int64_t r, int64_t c0) const {
-    Raw raw;
+  // f[i] = at(r, c0 + i), i < kRun, bit for bit (c0 % kRun == 0, c0 + kRun <= cols): one
+  // 128-bit load when the run is 16-byte aligned, else 16 byte loads (same values).
+  __device__ void run(int64_t r, int64_t c0, float (&f)[kRun]) const {
     const uint8_t* p = packed + r * (cols >> 1) + (c0 >> 1);
+    uint32_t words[4];
     if (reinterpret_cast<uintptr_t>(p) % 16 == 0) {
       const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
-      raw.words[0] = q.x;
-      raw.words[1] = q.y;
-      raw.words[2] = q.z;
-      raw.words[3] = q.w;
+      words[0] = q.x;
+      words[1] = q.y;
+      words[2] = q.z;
+      words[3] = q.w;
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        raw.words[j] = __ldg(p + 4 * j) | (uint32_t{__ldg(p + 4 * j + 1)} << 8) |
-                       (uint32_t{__ldg(p + 4 * j + 2)} << 16) | (uint32_t{__ldg(p + 4 * j + 3)} << 24);
+        words[j] = __ldg(p + 4 * j) | (uint32_t{__ldg(p + 4 * j + 1)} << 8) |
+                   (uint32_t{__ldg(p + 4 * j + 2)} << 16) | (uint32_t{__ldg(p + 4 * j + 3)} << 24);
     }
+    // Element c0 + i is nibble i % 8 of word i / 8 (byte i / 2, even i low nibble, §3.5).
     const uint8_t* s = scales + r * (cols / group) + c0 / group;
-    raw.s[0] = __ldg(s);
-    raw.s[1] = nv ? __ldg(s + 1) : uint8_t{0};
-    return raw;
-  }
-  // f[i] = at(r, c0 + i), i < kRun, bit for bit, from the run's Raw.
-  // Element c0 + i is nibble i % 8 of word i / 8 (byte i / 2, even i low nibble, §3.5).
-  __device__ void decode(const Raw& raw, float (&f)[kRun]) const {
     if (nv) {  // group 16: e4m3(sb) * s2 first, as at()
-      const float sv[2] = {e4m3_value(raw.s[0]) * scale_2, e4m3_value(raw.s[1]) * scale_2};
+      const float sv[2] = {e4m3_value(__ldg(s)) * scale_2, e4m3_value(__ldg(s + 1)) * scale_2};
 #pragma unroll
       for (int i = 0; i < kRun; ++i)
-        f[i] = sv[i / 16] * e2m1_value(static_cast<uint8_t>((raw.words[i / 8] >> (4 * (i % 8))) & 0xFu));
+        f[i] = sv[i / 16] * e2m1_value(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu));
     } else {  // group 32
-      const float sv = e8m0_value(raw.s[0]);
+      const float sv = e8m0_value(__ldg(s));
 #pragma unroll
       for (int i = 0; i < kRun; ++i)
-        f[i] = e2m1_value(static_cast<uint8_t>((raw.words[i / 8] >> (4 * (i % 8))) & 0xFu)) * sv;
+        f[i] = e2m1_value(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu)) * sv;
     }
   }
 };

@@ -1,6 +1,5 @@
 // Hyper-connection ops (MODEL.md §4.4, §4.5, §4.25 steps 1-3, SPECDECODE.md §2.3).
-// Mixes: split-K over kMixSplit fixed K-ranges per (row, mix), each a fixed block tree,
-// the partials added in ascending range order (serving arm, f32); the Sinkhorn split
+// Mixes: one block per (row, mix) over a fixed tree (serving arm, f32); the Sinkhorn split
 // in f64 exactly as the CPU reference (every arm, §3.2); collapse / post / mean
 // elementwise in the CPU's order.
 #include "kernels/cuda/cuda_check.h"
@@ -19,62 +18,22 @@ void require_numel(const TensorView& t, int64_t n, const char* what) {
     throw Error(cat(what, ": tensor '", t.name, "' has ", t.numel(), " elements, expected ", n));
 }
 
-// K-ranges per mix dot: a fixed constant, so a row's order never depends on the row count.
-constexpr int kMixSplit = 16;
-
-// Split-K mix, pass 1. Dot j < m is sum_k h_flat[t,k] fn[j,k], dot m is sum_k h_flat[t,k]^2.
-// Block (j, sp) owns k in [sp*span, min((sp+1)*span, width)) (span % 4 == 0): thread i sums
-// the quads starting at k_begin + 4i, + 4*blockDim, ... in ascending k, then the fixed block
-// tree. `vec` (F32 fn, 16-byte aligned rows) changes only the load instruction, not the sums.
-// grid (m + 1, kMixSplit, rows); part [rows, m + 1, kMixSplit].
-__global__ void hc_mix_part_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW fn,
-                                   int m, int64_t span, bool vec, float* part) {
+// raw[t, j] = sum_k h_flat[t,k] fn[j,k] for j < m; raw[t, m] = sum_k h_flat[t,k]^2.
+// grid (m + 1, rows); raw [rows, m + 1].
+__global__ void hc_mix_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW fn, int m,
+                              float* raw) {
   __shared__ float shared[cuda::kWarp];
-  const int j = blockIdx.x, sp = blockIdx.y;
-  const int64_t k_begin = sp * span;
-  const int64_t k_end = k_begin + span < width ? k_begin + span : width;
-  for (int64_t t = blockIdx.z; t < rows; t += gridDim.z) {
+  const int j = blockIdx.x;
+  for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
     const float* ht = h + t * width;
-    float sum = 0.0f;
-    for (int64_t k0 = k_begin + 4 * int64_t{threadIdx.x}; k0 < k_end; k0 += 4 * int64_t{blockDim.x}) {
-      float a[4], b[4];
-      if (vec && k0 + 4 <= k_end) {
-        const float4 av = *reinterpret_cast<const float4*>(ht + k0);
-        a[0] = av.x;
-        a[1] = av.y;
-        a[2] = av.z;
-        a[3] = av.w;
-        if (j < m) {
-          const float4 bv =
-              __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(fn.p) + j * width + k0));
-          b[0] = bv.x;
-          b[1] = bv.y;
-          b[2] = bv.z;
-          b[3] = bv.w;
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          a[i] = k0 + i < k_end ? ht[k0 + i] : 0.0f;
-          if (j < m) b[i] = k0 + i < k_end ? fn.at(j * width + k0 + i) : 0.0f;
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (k0 + i < k_end) sum += a[i] * (j < m ? b[i] : a[i]);
+    float part = 0.0f;
+    if (j < m) {
+      for (int64_t k = threadIdx.x; k < width; k += blockDim.x) part += ht[k] * fn.at(j * width + k);
+    } else {
+      for (int64_t k = threadIdx.x; k < width; k += blockDim.x) part += ht[k] * ht[k];
     }
-    sum = cuda::block_sum(sum, shared);
-    if (threadIdx.x == 0) part[(t * (m + 1) + j) * kMixSplit + sp] = sum;
-  }
-}
-
-// Split-K mix, pass 2: raw[t, j] = the kMixSplit partials of (t, j) added in ascending sp.
-__global__ void hc_mix_sum_kernel(const float* part, int64_t n, float* raw) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    float acc = 0.0f;
-    for (int sp = 0; sp < kMixSplit; ++sp) acc += part[i * kMixSplit + sp];
-    raw[i] = acc;
+    const float sum = cuda::block_sum(part, shared);
+    if (threadIdx.x == 0) raw[t * (m + 1) + j] = sum;
   }
 }
 
@@ -188,21 +147,6 @@ __global__ void hc_mean_kernel(const float* h, int64_t rows, int hc, int hidden,
   }
 }
 
-// raw [s, m + 1] (raw[t, m] = sum of squares) of h_flat [s, width] against fn [m, width],
-// through the two split-K passes; part is scratch of s * (m + 1) * kMixSplit floats.
-void hc_mix(cudaStream_t stream, const float* h, int s, int64_t width, const cuda::DenseW& fn,
-            int m, float* part, float* raw) {
-  const int64_t span = ((width + kMixSplit - 1) / kMixSplit + 3) / 4 * 4;
-  const bool vec = !fn.bf16 && width % 4 == 0 && reinterpret_cast<uintptr_t>(h) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(fn.p) % 16 == 0;
-  hc_mix_part_kernel<<<dim3(m + 1, kMixSplit, cuda::grid_rows(s)), kThreads, 0, stream>>>(
-      h, s, width, fn, m, span, vec, part);
-  DSV4_CUDA_LAUNCH_CHECK();
-  const int64_t n = static_cast<int64_t>(s) * (m + 1);
-  hc_mix_sum_kernel<<<cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(part, n, raw);
-  DSV4_CUDA_LAUNCH_CHECK();
-}
-
 }  // namespace
 
 void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
@@ -216,9 +160,10 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   if (s == 0) return;
   activate();
   const cuda::DenseW fn = dense(p.fn, width), base = dense(p.base, m), scale = dense(p.scale, 3);
-  float* raw = scratch_f32(Slot::f32_a, static_cast<size_t>(s) * (m + 1) * (1 + kMixSplit));
+  float* raw = scratch_f32(Slot::f32_a, static_cast<size_t>(s) * (m + 1));
   float* pre = scratch_f32(Slot::f32_b, static_cast<size_t>(s) * hc);
-  hc_mix(stream_, h, s, width, fn, m, raw + static_cast<int64_t>(s) * (m + 1), raw);
+  hc_mix_kernel<<<dim3(m + 1, cuda::grid_rows(s)), kThreads, 0, stream_>>>(h, s, width, fn, m, raw);
+  DSV4_CUDA_LAUNCH_CHECK();
   hc_split_kernel<<<cuda::blocks_for(s, 64), 64, 0, stream_>>>(raw, s, hc, width, norm_eps, scale, base,
                                                             hc_eps, sinkhorn_iters, pre, post, comb);
   DSV4_CUDA_LAUNCH_CHECK();
@@ -248,9 +193,10 @@ void CudaOps::hc_head(const float* h, int s, int hc, int hidden, const HeadWeigh
   activate();
   const cuda::DenseW fn = dense(w.hc_head_fn, width), base = dense(w.hc_head_base, hc),
                      scale = dense(w.hc_head_scale, 1);
-  float* raw = scratch_f32(Slot::f32_a, static_cast<size_t>(s) * (hc + 1) * (1 + kMixSplit));
+  float* raw = scratch_f32(Slot::f32_a, static_cast<size_t>(s) * (hc + 1));
   float* pre = scratch_f32(Slot::f32_b, static_cast<size_t>(s) * hc);
-  hc_mix(stream_, h, s, width, fn, hc, raw + static_cast<int64_t>(s) * (hc + 1), raw);
+  hc_mix_kernel<<<dim3(hc + 1, cuda::grid_rows(s)), kThreads, 0, stream_>>>(h, s, width, fn, hc, raw);
+  DSV4_CUDA_LAUNCH_CHECK();
   hc_head_gate_kernel<<<cuda::blocks_for(static_cast<int64_t>(s) * hc, 64), 64, 0, stream_>>>(
       raw, s, hc, width, norm_eps, scale, base, hc_eps, pre);
   DSV4_CUDA_LAUNCH_CHECK();

@@ -76,10 +76,6 @@ struct F32Chunks {
   }
 };
 
-// Chunks each lane loads before accumulating them: more bytes in flight per warp; the sums
-// are unchanged (one accumulator, chunks in ascending order).
-constexpr int kGemvUnroll = 4;
-
 // The fast path of gemv_kernel: k_in % C::kVec == 0, weight rows and x rows 16-byte aligned.
 template <class C>
 __global__ void gemv_chunk_kernel(C w, int64_t w_row0, const float* x, int64_t x_stride,
@@ -93,24 +89,18 @@ __global__ void gemv_chunk_kernel(C w, int64_t w_row0, const float* x, int64_t x
   for (int r = blockIdx.y; r < rows; r += gridDim.y) {
     const float* xr = x + r * x_stride;
     float acc = 0.0f;
-    for (int64_t ch0 = lane; ch0 < chunks; ch0 += kGemvUnroll * kWarp) {
-      float wv[kGemvUnroll][kVec];
+    for (int64_t ch = lane; ch < chunks; ch += kWarp) {
+      const int64_t c0 = ch * kVec;
+      float wv[kVec];
+      w.load(w_row0 + n, c0, wv);
 #pragma unroll
-      for (int u = 0; u < kGemvUnroll; ++u)
-        if (ch0 + u * kWarp < chunks) w.load(w_row0 + n, (ch0 + u * kWarp) * kVec, wv[u]);
+      for (int v = 0; v < kVec; v += 4) {
+        const float4 xv = *reinterpret_cast<const float4*>(xr + c0 + v);
+        const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
-      for (int u = 0; u < kGemvUnroll; ++u) {
-        const int64_t c0 = (ch0 + u * kWarp) * kVec;
-        if (ch0 + u * kWarp >= chunks) break;
-#pragma unroll
-        for (int v = 0; v < kVec; v += 4) {
-          const float4 xv = *reinterpret_cast<const float4*>(xr + c0 + v);
-          const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float a = act_bf16 ? bf16_round(xs[i]) : xs[i];
-            acc += a * wv[u][v + i];
-          }
+        for (int i = 0; i < 4; ++i) {
+          const float a = act_bf16 ? bf16_round(xs[i]) : xs[i];
+          acc += a * wv[v + i];
         }
       }
     }

@@ -18,7 +18,6 @@ constexpr int kFp8Block = 128;  // §4.9 activation block
 constexpr int kFp4Block = 32;   // §4.23 FP4GEMM K-block
 constexpr int kMaxK = 16;       // experts per token
 constexpr int kMoeChunk = 256;  // rows per pass, bounds the scratch
-constexpr int kExpertUnroll = 2;  // runs per lane fetched before any is summed
 
 __device__ float softplus(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 __device__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
@@ -97,8 +96,7 @@ __device__ void load_run(const float* x, int len, bool act_bf16, float (&a)[kFp4
 }
 
 // Output n of the NW projections w (one warp) on the activation row x [K]. Lane l owns the
-// 32-element runs l, l+32, ... (one 16-byte load of packed nibbles each, kExpertUnroll runs
-// fetched before they are summed, which leaves the order unchanged) and sums each run's
+// 32-element runs l, l+32, ... (one 16-byte load of packed nibbles each) and sums each run's
 // products in ascending k. Native (xs = the row's per-128 scales; §4.23 arm B, D4): each run
 // is one FP4 K-block, its partial sum is multiplied by xs[c0/128] and the lane accumulates
 // its blocks in ascending b. L-bf16 (xs null): one running f32 sum per lane in ascending k.
@@ -111,36 +109,24 @@ __device__ void expert_dots(const cuda::Fp4W (&w)[NW], int64_t n, const float* x
   float acc[NW];
 #pragma unroll
   for (int j = 0; j < NW; ++j) acc[j] = 0.0f;
-  constexpr int64_t kStride = int64_t{kRun} * cuda::kWarp;
-  for (int64_t c00 = int64_t{threadIdx.x % cuda::kWarp} * kRun; c00 < K; c00 += kExpertUnroll * kStride) {
-    cuda::Fp4W::Raw raw[kExpertUnroll][NW];  // whole runs fetched first: bytes in flight
+  for (int64_t c0 = int64_t{threadIdx.x % cuda::kWarp} * kRun; c0 < K; c0 += int64_t{kRun} * cuda::kWarp) {
+    const int len = K - c0 < kRun ? static_cast<int>(K - c0) : kRun;  // < kRun: L-bf16 tail only
+    float a[kRun];
+    load_run(x + c0, len, act_bf16, a);
 #pragma unroll
-    for (int u = 0; u < kExpertUnroll; ++u)
-      if (c00 + u * kStride + kRun <= K)
+    for (int j = 0; j < NW; ++j) {
+      float wv[kRun];
+      if (len == kRun) {
+        w[j].run(n, c0, wv);
+      } else {
 #pragma unroll
-        for (int j = 0; j < NW; ++j) raw[u][j] = w[j].fetch(n, c00 + u * kStride);
-#pragma unroll
-    for (int u = 0; u < kExpertUnroll; ++u) {
-      const int64_t c0 = c00 + u * kStride;
-      if (c0 >= K) break;
-      const int len = K - c0 < kRun ? static_cast<int>(K - c0) : kRun;  // < kRun: L-bf16 tail only
-      float a[kRun];
-      load_run(x + c0, len, act_bf16, a);
-#pragma unroll
-      for (int j = 0; j < NW; ++j) {
-        float wv[kRun];
-        if (len == kRun) {
-          w[j].decode(raw[u][j], wv);
-        } else {
-#pragma unroll
-          for (int i = 0; i < kRun; ++i) wv[i] = i < len ? w[j].at(n, c0 + i) : 0.0f;
-        }
-        float p = xs ? 0.0f : acc[j];
-#pragma unroll
-        for (int i = 0; i < kRun; ++i)
-          if (i < len) p += a[i] * wv[i];
-        acc[j] = xs ? acc[j] + p * xs[c0 / kFp8Block] : p;
+        for (int i = 0; i < kRun; ++i) wv[i] = i < len ? w[j].at(n, c0 + i) : 0.0f;
       }
+      float p = xs ? 0.0f : acc[j];
+#pragma unroll
+      for (int i = 0; i < kRun; ++i)
+        if (i < len) p += a[i] * wv[i];
+      acc[j] = xs ? acc[j] + p * xs[c0 / kFp8Block] : p;
     }
   }
 #pragma unroll
