@@ -37,12 +37,6 @@ uint64_t step_read(const CensusEntry& e, const dsv4::ModelConfig& c) {
   return e.bytes();
 }
 
-ExpertRecipe parse_recipe(const std::string& s) {
-  if (s == "nvfp4") return ExpertRecipe::nvfp4;
-  if (s == "mxfp4") return ExpertRecipe::mxfp4;
-  throw dsv4::Error(dsv4::cat("--experts: '", s, "' is not one of nvfp4, mxfp4"));
-}
-
 int run(int argc, char** argv) {
   cxxopts::Options opts("dsv4-step-bytes",
                         "Prints the bytes one batch-1 decode step reads (CHECKPOINT.md §5.3): "
@@ -79,15 +73,9 @@ int run(int argc, char** argv) {
     co.trunk_experts = ckpt.has("layers.0.ffn.experts.0.w1.weight_scale") ? ExpertRecipe::nvfp4
                                                                             : ExpertRecipe::mxfp4;
   } else {
-    const std::string preset = args["preset"].as<std::string>();
-    if (args.count("trunk-layers") && preset != "flash")
-      throw dsv4::Error("--trunk-layers applies to --preset flash only");
-    if (preset == "tiny") config = dsv4::tiny_preset();
-    else if (preset == "flash")
-      config = args.count("trunk-layers") ? dsv4::flash_trunk_preset(args["trunk-layers"].as<int>())
-                                          : dsv4::flash_preset();
-    else throw dsv4::Error(dsv4::cat("--preset: '", preset, "' is not one of tiny, flash"));
-    co.trunk_experts = parse_recipe(args["experts"].as<std::string>());
+    config = dsv4::preset_by_name(args["preset"].as<std::string>(),
+                                  args.count("trunk-layers") ? args["trunk-layers"].as<int>() : 0);
+    co.trunk_experts = dsv4::expert_recipe_by_name(args["experts"].as<std::string>());
   }
   co.drafter_blocks = 0;            // a decode step never reads the drafter
   co.nvfp4_input_scale = false;     // stored but ignored on load (C3): never read

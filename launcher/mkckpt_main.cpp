@@ -68,12 +68,6 @@ void print_census(const dsv4::ModelConfig& c, const dsv4::CensusOptions& o) {
               gib(total).c_str());
 }
 
-ExpertRecipe parse_recipe(const std::string& s) {
-  if (s == "nvfp4") return ExpertRecipe::nvfp4;
-  if (s == "mxfp4") return ExpertRecipe::mxfp4;
-  throw dsv4::Error(dsv4::cat("--experts: '", s, "' is not one of nvfp4, mxfp4"));
-}
-
 int run(int argc, char** argv) {
   cxxopts::Options opts("dsv4-mkckpt",
                         "Writes a deterministic synthetic DeepSeek-V4 checkpoint (config.json, "
@@ -110,20 +104,12 @@ int run(int argc, char** argv) {
     throw dsv4::Error(dsv4::cat("unexpected argument '", args.unmatched().front(), "' (see --help)"));
   if (!args.count("preset")) throw dsv4::Error("--preset is required (tiny or flash; see --help)");
   const std::string preset = args["preset"].as<std::string>();
-  dsv4::ModelConfig config;
-  if (preset == "tiny") config = dsv4::tiny_preset();
-  else if (preset == "flash") config = dsv4::flash_preset();
-  else throw dsv4::Error(dsv4::cat("--preset: '", preset, "' is not one of tiny, flash"));
-  if (args.count("trunk-layers")) {
-    if (preset != "flash")
-      throw dsv4::Error(dsv4::cat("--trunk-layers applies to --preset flash only (got --preset ",
-                                  preset, ")"));
-    config = dsv4::flash_trunk_preset(args["trunk-layers"].as<int>());
-  }
+  const dsv4::ModelConfig config = dsv4::preset_by_name(
+      preset, args.count("trunk-layers") ? args["trunk-layers"].as<int>() : 0);
 
   dsv4::SyntheticOptions so;
   so.seed = args["seed"].as<uint64_t>();
-  so.trunk_experts = parse_recipe(args["experts"].as<std::string>());
+  so.trunk_experts = dsv4::expert_recipe_by_name(args["experts"].as<std::string>());
   so.layout = preset == "tiny" ? dsv4::ShardLayout::compact : dsv4::ShardLayout::per_layer;
 
   if (args.count("census")) {

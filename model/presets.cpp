@@ -175,4 +175,18 @@ std::string model_config_json(const ModelConfig& c) {
   return j.dump(2) + "\n";
 }
 
+ModelConfig preset_by_name(const std::string& name, int trunk_layers) {
+  if (trunk_layers != 0 && name != "flash")
+    throw Error(cat("--trunk-layers applies to --preset flash only (got --preset ", name, ")"));
+  if (name == "tiny") return tiny_preset();
+  if (name == "flash") return trunk_layers != 0 ? flash_trunk_preset(trunk_layers) : flash_preset();
+  throw Error(cat("--preset: '", name, "' is not one of tiny, flash"));
+}
+
+ExpertRecipe expert_recipe_by_name(const std::string& value) {
+  if (value == "nvfp4") return ExpertRecipe::nvfp4;
+  if (value == "mxfp4") return ExpertRecipe::mxfp4;
+  throw Error(cat("--experts: '", value, "' is not one of nvfp4, mxfp4"));
+}
+
 }  // namespace dsv4

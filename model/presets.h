@@ -4,6 +4,7 @@
 #include <string>
 
 #include "model/config.h"
+#include "model/tensor_view.h"
 
 namespace dsv4 {
 
@@ -13,6 +14,12 @@ ModelConfig flash_preset();  // §1.2 (0731 values, 46-entry compress_ratios, DS
 // globals, and no drafter (no dspark_* keys, no mtp.*): a checkpoint that fits one card
 // for decode benchmarks (§5.3). Throws Error unless 1 <= trunk_layers <= 43.
 ModelConfig flash_trunk_preset(int trunk_layers);
+
+// The command-line tools' `--preset NAME [--trunk-layers N]`: "tiny" or "flash";
+// trunk_layers > 0 (flash only) selects flash_trunk_preset. Throws Error naming the flag.
+ModelConfig preset_by_name(const std::string& name, int trunk_layers = 0);
+// `--experts VALUE`: "nvfp4" or "mxfp4". Throws Error naming the flag.
+ExpertRecipe expert_recipe_by_name(const std::string& value);
 
 // config.json with the HF keys of §1.2 / §6.1 (identity, quantization_config,
 // expert_dtype, ...), such that parse_model_config reads back the same ModelConfig.
