@@ -40,6 +40,7 @@ std::string spec_stats_json(const std::string& drafter, int depth_cap, const Gen
   j["tokens_per_round"] = s.tokens_per_round;
   j["round_us_mean"] = s.round_us;
   j["ended_by_carry"] = res.ended_by_carry;
+  j["stopped"] = res.stopped;  // the last token is a stop id (S6)
   nlohmann::json rounds = nlohmann::json::array();
   for (const SpecRound& r : res.rounds) {
     nlohmann::json c = nlohmann::json::array();  // NaN confidences (S9) become null

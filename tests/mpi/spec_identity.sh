@@ -47,6 +47,7 @@ grep -q "stopped at stop id $stop after" "$WORK/stop-plain.err" || fail "no stop
 for p in 1 2; do
   run "stop-dspark-np$p" "$p" 7 --drafter dspark --stop-ids "$stop" --spec-stats "$WORK/s$p.json"
   same "stop-dspark-np$p" stop-plain
+  grep -q '"stopped": true' "$WORK/s$p.json" || fail "--spec-stats does not record the stop"
   run "stop-replay-np$p" "$p" 7 --drafter "replay:$WORK/plain1.json" --stop-ids "$stop"
   same "stop-replay-np$p" stop-plain
 done
