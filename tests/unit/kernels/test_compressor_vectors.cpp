@@ -10,6 +10,7 @@
 #include "kernels/cpu/compressor.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/norm.h"
+#include "tests/test_views.h"
 #include "vector_harness.h"
 
 using namespace dsv4;
@@ -45,14 +46,6 @@ RopeTable table_from_case(const VectorCase& c) {
       t.fc[positions[j] * 64 + 2 * i + 1] = sin[j * 32 + i];
     }
   return t;
-}
-
-std::vector<float> random_rows(size_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
 }
 
 }  // namespace
@@ -126,10 +119,10 @@ TEST_CASE("compressor pool equals a naive f64 softmax-weighted sum, with and wit
     const int d = 8, nb = 3;
     const bool overlap = r == 4;
     const int Lc = overlap ? 2 * d : d;
-    const std::vector<float> kv = random_rows(static_cast<size_t>(nb) * r * Lc, 11 + r, -2, 2);
-    const std::vector<float> score = random_rows(kv.size(), 23 + r, -3, 3);
-    const std::vector<float> ape = random_rows(static_cast<size_t>(r) * Lc, 37 + r, -0.1f, 0.1f);
-    const std::vector<float> norm = random_rows(d, 41, 0.9f, 1.1f);
+    const std::vector<float> kv = random_uniform(static_cast<size_t>(nb) * r * Lc, 11 + r, -2, 2);
+    const std::vector<float> score = random_uniform(kv.size(), 23 + r, -3, 3);
+    const std::vector<float> ape = random_uniform(static_cast<size_t>(r) * Lc, 37 + r, -0.1f, 0.1f);
+    const std::vector<float> norm = random_uniform(d, 41, 0.9f, 1.1f);
     const CompressorWeights cw = make_compressor(r, d, false, ape, norm);
     CpuWeightCache cache;
     std::vector<float> pooled(static_cast<size_t>(nb) * d);
@@ -169,10 +162,10 @@ TEST_CASE("compressor block j from prefill rows equals block j from a pending bu
       const int d = 128, nb = 4;
       const bool overlap = r == 4;
       const int Lc = overlap ? 2 * d : d;
-      const std::vector<float> kv = random_rows(static_cast<size_t>(nb) * r * Lc, 5 + r, -2, 2);
-      const std::vector<float> score = random_rows(kv.size(), 7 + r, -3, 3);
-      const std::vector<float> ape = random_rows(static_cast<size_t>(r) * Lc, 9, -0.1f, 0.1f);
-      const std::vector<float> norm = random_rows(d, 13, 0.9f, 1.1f);
+      const std::vector<float> kv = random_uniform(static_cast<size_t>(nb) * r * Lc, 5 + r, -2, 2);
+      const std::vector<float> score = random_uniform(kv.size(), 7 + r, -3, 3);
+      const std::vector<float> ape = random_uniform(static_cast<size_t>(r) * Lc, 9, -0.1f, 0.1f);
+      const std::vector<float> norm = random_uniform(d, 13, 0.9f, 1.1f);
       const CompressorWeights cw = make_compressor(r, d, rotate, ape, norm);
       CpuWeightCache cache;
       std::vector<float> prefill(static_cast<size_t>(nb) * d), one(d);

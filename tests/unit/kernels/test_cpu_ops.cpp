@@ -9,22 +9,11 @@
 #include "kernels/quant_scalar.h"
 #include "model/codecs.h"
 #include "model/error.h"
+#include "tests/test_views.h"
 #include "vector_harness.h"
 
 using namespace dsv4;
 using namespace dsv4::test;
-
-namespace {
-
-std::vector<float> random_vector(size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& e : v) e = dist(gen);
-  return v;
-}
-
-}  // namespace
 
 TEST_CASE("cpu ops: buffers are zero-filled; fill, copy, upload and download move exact values") {
   auto ops = make_cpu_ops();
@@ -34,7 +23,7 @@ TEST_CASE("cpu ops: buffers are zero-filled; fill, copy, upload and download mov
   REQUIRE(a.size() == 37);
   for (size_t i = 0; i < a.size(); ++i) CHECK(a.data()[i] == 0.0f);
   for (size_t i = 0; i < b.size(); ++i) CHECK(b.data()[i] == 0);
-  const std::vector<float> host = random_vector(37, 1);
+  const std::vector<float> host = random_uniform(37, 1, -1.0f, 1.0f);
   ops->upload(a.data(), host.data(), host.size());
   FBuf c = ops->alloc(37);
   ops->copy(c.data(), a.data(), 37);
@@ -67,7 +56,7 @@ TEST_CASE("argmax: largest value, ties to the lowest index, -1 for a row with a 
 
 TEST_CASE("embed: every HC stream holds the exact widened BF16 row of the token (§4.1)") {
   const int vocab = 6, hidden = 4, hc = 3;
-  const std::vector<float> master = random_vector(vocab * hidden, 2, -4.0f, 4.0f);
+  const std::vector<float> master = random_uniform(vocab * hidden, 2, -4.0f, 4.0f);
   std::vector<uint16_t> bf16(master.size());
   for (size_t i = 0; i < master.size(); ++i) bf16[i] = f32_to_bf16(master[i]);
   TensorView table;
@@ -91,7 +80,7 @@ TEST_CASE("embed: every HC stream holds the exact widened BF16 row of the token 
 TEST_CASE("hc_mean: out[t*stride + d] = mean over streams, rows placed at the stride") {
   auto ops = make_cpu_ops();
   const int s = 2, hc = 4, hidden = 3, stride = 5;
-  const std::vector<float> h = random_vector(s * hc * hidden, 3);
+  const std::vector<float> h = random_uniform(s * hc * hidden, 3, -1.0f, 1.0f);
   std::vector<float> out(s * stride, -7.0f);
   ops->hc_mean(h.data(), s, hc, hidden, out.data(), stride);
   for (int t = 0; t < s; ++t) {
@@ -106,7 +95,8 @@ TEST_CASE("hc_mean: out[t*stride + d] = mean over streams, rows placed at the st
 
 TEST_CASE("linear_island: f64 accumulation rounded once equals an f64 dot rounded to f32") {
   const int out_n = 5, in_n = 300, rows = 2;
-  const std::vector<float> w = random_vector(out_n * in_n, 4), x = random_vector(rows * in_n, 5);
+  const std::vector<float> w = random_uniform(out_n * in_n, 4, -1.0f, 1.0f);
+  const std::vector<float> x = random_uniform(rows * in_n, 5, -1.0f, 1.0f);
   auto ops = make_cpu_ops();
   std::vector<float> y(rows * out_n);
   ops->linear_island(f32_view("gate.weight", {out_n, in_n}, w), x.data(), rows, y.data());
@@ -121,7 +111,7 @@ TEST_CASE("linear_island: f64 accumulation rounded once equals an f64 dot rounde
 
 TEST_CASE("linear_fp8 and linear_bf16 (L-bf16): bf16(x) . W with f32 accumulation") {
   const int out_n = 130, in_n = 256, rows = 2;  // two 128-row scale blocks, two K blocks
-  const std::vector<float> master = random_vector(out_n * in_n, 6, -0.5f, 0.5f);
+  const std::vector<float> master = random_uniform(out_n * in_n, 6, -0.5f, 0.5f);
   const Fp8Encoded enc = encode_fp8_linear(master.data(), out_n, in_n);
   Fp8Linear lin;
   lin.weight.name = "layers.0.attn.wq_a.weight";
@@ -138,7 +128,7 @@ TEST_CASE("linear_fp8 and linear_bf16 (L-bf16): bf16(x) . W with f32 accumulatio
   std::vector<float> dense(out_n * in_n);
   for (int n = 0; n < out_n; ++n)
     for (int k = 0; k < in_n; ++k) dense[n * in_n + k] = fp8_linear_at(lin, n, k);
-  const std::vector<float> x = random_vector(rows * in_n, 7, -3.0f, 3.0f);
+  const std::vector<float> x = random_uniform(rows * in_n, 7, -3.0f, 3.0f);
 
   auto ops = make_cpu_ops();
   for (bool act_bf16 : {true, false}) {

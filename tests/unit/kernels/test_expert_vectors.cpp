@@ -8,38 +8,13 @@
 #include "kernels/cpu/moe.h"
 #include "kernels/cpu/quant.h"
 #include "model/codecs.h"
+#include "tests/test_views.h"
 #include "vector_harness.h"
 
 using namespace dsv4;
 using namespace dsv4::test;
 
 namespace {
-
-TensorView byte_view(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                     const std::vector<uint8_t>& data) {
-  TensorView t;
-  t.name = name;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.data = data.data();
-  t.nbytes = data.size();
-  return t;
-}
-
-// An FP4 projection view over enc (MXFP4: I8 + E8M0 per 32; NVFP4: U8 + E4M3 per 16 + s2).
-Fp4Linear fp4_view(const std::string& name, ExpertRecipe recipe, int64_t rows, int64_t cols,
-                   const Fp4Encoded& enc) {
-  const bool mx = recipe == ExpertRecipe::mxfp4;
-  Fp4Linear w;
-  w.recipe = recipe;
-  w.rows = rows;
-  w.cols = cols;
-  w.scale_2 = enc.scale_2;
-  w.weight = byte_view(name + ".weight", mx ? DType::I8 : DType::U8, {rows, cols / 2}, enc.packed);
-  w.scale = byte_view(name + (mx ? ".scale" : ".weight_scale"), mx ? DType::F8_E8M0 : DType::F8_E4M3,
-                      {rows, cols / w.group()}, enc.scales);
-  return w;
-}
 
 Fp8Linear fp8_view(const std::string& name, int64_t rows, int64_t cols, const Fp8Encoded& enc) {
   Fp8Linear w;
@@ -71,14 +46,6 @@ void set_shared(MoeFixture& f, int hidden, int inter) {
   f.block.shared_w1 = fp8_view("ffn.shared_experts.w1", inter, hidden, f.shared[0]);
   f.block.shared_w3 = fp8_view("ffn.shared_experts.w3", inter, hidden, f.shared[1]);
   f.block.shared_w2 = fp8_view("ffn.shared_experts.w2", hidden, inter, f.shared[2]);
-}
-
-std::vector<float> random_vec(size_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(gen);
-  return v;
 }
 
 Numerics arm(ExpertArm a) {
@@ -191,11 +158,11 @@ TEST_CASE("moe: experts summed in ascending id from 0 whatever the slot order, s
   MoeFixture f;
   for (int e = 0; e < E; ++e)
     for (int i = 0; i < 3; ++i) {
-      const std::vector<float> master = random_vec(static_cast<size_t>(H) * F, 100 + 3 * e + i, -1, 1);
+      const std::vector<float> master = random_uniform(static_cast<size_t>(H) * F, 100 + 3 * e + i, -1, 1);
       f.encoded.push_back(encode_mxfp4(master.data(), i == 2 ? H : F, i == 2 ? F : H));
     }
   for (int i = 0; i < 3; ++i) {
-    const std::vector<float> master = random_vec(static_cast<size_t>(H) * F, 200 + i, -0.5f, 0.5f);
+    const std::vector<float> master = random_uniform(static_cast<size_t>(H) * F, 200 + i, -0.5f, 0.5f);
     f.shared[i] = encode_fp8_linear(master.data(), i == 2 ? H : F, i == 2 ? F : H);
   }
   set_shared(f, H, F);
@@ -207,7 +174,7 @@ TEST_CASE("moe: experts summed in ascending id from 0 whatever the slot order, s
     w.w2 = fp4_view(n + ".w2", ExpertRecipe::mxfp4, H, F, f.encoded[3 * e + 2]);
     f.block.experts.push_back(w);
   }
-  const std::vector<float> x = random_vec(H, 7, -3, 3);
+  const std::vector<float> x = random_uniform(H, 7, -3, 3);
   const int32_t sel_a[k] = {3, 0, 2}, sel_b[k] = {0, 2, 3};
   const float wt_a[k] = {0.5f, 0.25f, 0.75f}, wt_b[k] = {0.25f, 0.75f, 0.5f};
   for (const ExpertArm a : {ExpertArm::native, ExpertArm::bf16}) {

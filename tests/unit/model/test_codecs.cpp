@@ -9,8 +9,11 @@
 
 #include "model/codecs.h"
 #include "model/error.h"
+#include "tests/test_views.h"
 
 using namespace dsv4;
+using dsv4::test::byte_view;
+using dsv4::test::fp4_view;
 
 namespace {
 
@@ -24,30 +27,6 @@ uint32_t bits_of(float v) {
 bool same_value(float a, float b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   return a == b && std::signbit(a) == std::signbit(b);
-}
-
-TensorView view(const std::string& name, DType dtype, std::vector<int64_t> shape,
-                const std::vector<uint8_t>& bytes) {
-  TensorView v;
-  v.name = name;
-  v.dtype = dtype;
-  v.shape = std::move(shape);
-  v.data = bytes.data();
-  v.nbytes = bytes.size();
-  return v;
-}
-
-Fp4Linear fp4_view(ExpertRecipe recipe, const Fp4Encoded& enc, int64_t rows, int64_t cols) {
-  const bool mx = recipe == ExpertRecipe::mxfp4;
-  Fp4Linear w;
-  w.recipe = recipe;
-  w.rows = rows;
-  w.cols = cols;
-  w.weight = view("w.weight", mx ? DType::I8 : DType::U8, {rows, cols / 2}, enc.packed);
-  w.scale =
-      view("w.scale", mx ? DType::F8_E8M0 : DType::F8_E4M3, {rows, cols / w.group()}, enc.scales);
-  w.scale_2 = enc.scale_2;
-  return w;
 }
 
 // Uniform masters in [-amp, amp) from a seeded generator.
@@ -202,7 +181,7 @@ TEST_CASE("MXFP4 pack: hand-worked 2 x 32 matrix (§3.6, §3.8 rule 6)") {
   CHECK(enc.scales == std::vector<uint8_t>{126, 122});
   CHECK(enc.scale_2 == 1.0f);
 
-  const std::vector<float> dec = decode_fp4_linear(fp4_view(ExpertRecipe::mxfp4, enc, 2, 32));
+  const std::vector<float> dec = decode_fp4_linear(fp4_view("w", ExpertRecipe::mxfp4, 2, 32, enc));
   CHECK(dec[0] == 1.5f);
   CHECK(dec[1] == -0.25f);
   CHECK(dec[2] == 0.5f);
@@ -232,7 +211,7 @@ TEST_CASE("NVFP4 pack: hand-worked 2 x 16 matrix with a power-of-two s2 (§3.7, 
   const std::vector<uint8_t> packed = {0x95, 0x72, 0, 0, 0, 0, 0, 0xC0, 0x37, 0, 0, 0, 0, 0, 0, 0};
   CHECK(enc.packed == packed);
 
-  const std::vector<float> dec = decode_fp4_linear(fp4_view(ExpertRecipe::nvfp4, enc, 2, 16));
+  const std::vector<float> dec = decode_fp4_linear(fp4_view("w", ExpertRecipe::nvfp4, 2, 16, enc));
   CHECK(dec[0] == 1.5f);
   CHECK(dec[1] == -0.25f);
   CHECK(dec[3] == 3.0f);
@@ -273,8 +252,8 @@ TEST_CASE("FP8 block-scaled linear: 200 x 136 with partial edge blocks (§3.4, �
       CHECK(amax > std::ldexp(448.0, k - 1));
     }
 
-  Fp8Linear lin{view("wq.weight", DType::F8_E4M3, {rows, cols}, enc.codes),
-                view("wq.scale", DType::F8_E8M0, {2, 2}, enc.scales)};
+  Fp8Linear lin{byte_view("wq.weight", DType::F8_E4M3, {rows, cols}, enc.codes),
+                byte_view("wq.scale", DType::F8_E8M0, {2, 2}, enc.scales)};
   const std::vector<float> dec = decode_fp8_linear(lin);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) {
@@ -288,15 +267,15 @@ TEST_CASE("FP8 block-scaled linear: 200 x 136 with partial edge blocks (§3.4, �
 
   // Round trip: re-encoding the decoded matrix reproduces it bit for bit.
   const Fp8Encoded again = encode_fp8_linear(dec.data(), rows, cols);
-  Fp8Linear lin2{view("wq.weight", DType::F8_E4M3, {rows, cols}, again.codes),
-                 view("wq.scale", DType::F8_E8M0, {2, 2}, again.scales)};
+  Fp8Linear lin2{byte_view("wq.weight", DType::F8_E4M3, {rows, cols}, again.codes),
+                 byte_view("wq.scale", DType::F8_E8M0, {2, 2}, again.scales)};
   CHECK(decode_fp8_linear(lin2) == dec);
 }
 
 TEST_CASE("FP8 decoder refuses a scale grid of the wrong shape, naming the tensor") {
   std::vector<uint8_t> codes(200 * 136, 0x38), scales(2, 127);
-  Fp8Linear lin{view("wq.weight", DType::F8_E4M3, {200, 136}, codes),
-                view("wq.scale", DType::F8_E8M0, {2, 1}, scales)};
+  Fp8Linear lin{byte_view("wq.weight", DType::F8_E4M3, {200, 136}, codes),
+                byte_view("wq.scale", DType::F8_E8M0, {2, 1}, scales)};
   CHECK_THROWS_WITH_AS(decode_fp8_linear(lin),
                        "tensor wq.scale: expected F8_E8M0 [2, 2], got F8_E8M0 [2, 1] with 2 bytes",
                        Error);
@@ -309,9 +288,9 @@ TEST_CASE("FP4 round trips decode(encode(decode(x))) == decode(x), MXFP4 and NVF
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4}) {
     const auto encode = recipe == ExpertRecipe::mxfp4 ? encode_mxfp4 : encode_nvfp4;
     const Fp4Encoded e1 = encode(w.data(), rows, cols);
-    const std::vector<float> d1 = decode_fp4_linear(fp4_view(recipe, e1, rows, cols));
+    const std::vector<float> d1 = decode_fp4_linear(fp4_view("w", recipe, rows, cols, e1));
     const Fp4Encoded e2 = encode(d1.data(), rows, cols);
-    const std::vector<float> d2 = decode_fp4_linear(fp4_view(recipe, e2, rows, cols));
+    const std::vector<float> d2 = decode_fp4_linear(fp4_view("w", recipe, rows, cols, e2));
     CHECK(d2 == d1);
     // Half the widest E2M1 gap (4 -> 6) is d, and d <= amax / 3 for both rules (rule 6:
     // 2^k < 2 amax / 6; rule 7: v is at most 9/8 of the smallest covering value).
@@ -337,8 +316,8 @@ TEST_CASE("Rule 8: MXFP4 -> NVFP4 recast keeps the nibbles and gives identical f
   CHECK(nv.scales.size() == mx.scales.size() * 2);
   const float s2 = nv.scale_2;
   CHECK((s2 > 0 && (bits_of(s2) & 0x7FFFFFu) == 0));  // a power of two
-  const std::vector<float> a = decode_fp4_linear(fp4_view(ExpertRecipe::mxfp4, mx, rows, cols));
-  const std::vector<float> b = decode_fp4_linear(fp4_view(ExpertRecipe::nvfp4, nv, rows, cols));
+  const std::vector<float> a = decode_fp4_linear(fp4_view("w", ExpertRecipe::mxfp4, rows, cols, mx));
+  const std::vector<float> b = decode_fp4_linear(fp4_view("w", ExpertRecipe::nvfp4, rows, cols, nv));
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK(bits_of(a[i]) == bits_of(b[i]));
 
