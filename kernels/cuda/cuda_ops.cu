@@ -61,13 +61,16 @@ CudaOps::~CudaOps() {
 void CudaOps::activate() const { DSV4_CUDA_CHECK(cudaSetDevice(device_)); }
 
 // ---- memory ----
+// Buffers are zeroed on the compute stream: a plain cudaMemset runs on the legacy default
+// stream, which a non-blocking stream does not wait for, so a kernel on stream_ could
+// write the buffer before the zeroing landed on it (issue 10's nondeterminism).
 
 FBuf CudaOps::alloc(size_t n) {
   activate();
   void* p = nullptr;
   if (n > 0) {
     DSV4_CUDA_CHECK(cudaMalloc(&p, n * sizeof(float)));
-    DSV4_CUDA_CHECK(cudaMemset(p, 0, n * sizeof(float)));
+    DSV4_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), stream_));
   }
   const int dev = device_;
   return FBuf(static_cast<float*>(p), n, [dev](void* q) { cudaSetDevice(dev); cudaFree(q); });
@@ -78,7 +81,7 @@ IBuf CudaOps::alloc_i32(size_t n) {
   void* p = nullptr;
   if (n > 0) {
     DSV4_CUDA_CHECK(cudaMalloc(&p, n * sizeof(int32_t)));
-    DSV4_CUDA_CHECK(cudaMemset(p, 0, n * sizeof(int32_t)));
+    DSV4_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(int32_t), stream_));
   }
   const int dev = device_;
   return IBuf(static_cast<int32_t*>(p), n, [dev](void* q) { cudaSetDevice(dev); cudaFree(q); });
@@ -171,13 +174,21 @@ const uint8_t* CudaOps::resident(const TensorView& t) {
                t.nbytes, " bytes, resident copy has ", it->second.nbytes);
     return static_cast<const uint8_t*>(it->second.ptr);
   }
-  activate();
-  void* p = nullptr;
-  DSV4_CUDA_CHECK(cudaMalloc(&p, t.nbytes > 0 ? t.nbytes : 1));
-  // Synchronous copy: the stored bytes may be a mapped file the caller unmaps later.
-  DSV4_CUDA_CHECK(cudaMemcpy(p, t.data, t.nbytes, cudaMemcpyHostToDevice));
+  void* p = device_copy(t.data, t.nbytes);
   weights_.emplace(t.data, Resident{p, t.nbytes});
   return static_cast<const uint8_t*>(p);
+}
+
+// On stream_ and waited for: a plain cudaMemcpy from pageable memory may return before its
+// DMA lands, and the legacy stream it uses does not order the non-blocking stream_ that
+// reads the copy next. Waiting also lets the caller unmap or free `host` at once.
+void* CudaOps::device_copy(const void* host, size_t bytes) {
+  activate();
+  void* p = nullptr;
+  DSV4_CUDA_CHECK(cudaMalloc(&p, bytes > 0 ? bytes : 1));
+  if (bytes > 0) DSV4_CUDA_CHECK(cudaMemcpyAsync(p, host, bytes, cudaMemcpyHostToDevice, stream_));
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return p;
 }
 
 cuda::DenseW CudaOps::dense(const TensorView& t, int64_t cols) {
@@ -231,11 +242,8 @@ const float* CudaOps::rope_table(const RopeTable& t) {
              t.positions, " positions has ", t.fc.size(), " entries");
   auto it = ropes_.find(t.fc.data());
   if (it != ropes_.end()) return static_cast<const float*>(it->second.ptr);
-  activate();
   const size_t bytes = t.fc.size() * sizeof(float);
-  void* p = nullptr;
-  DSV4_CUDA_CHECK(cudaMalloc(&p, bytes > 0 ? bytes : 1));
-  DSV4_CUDA_CHECK(cudaMemcpy(p, t.fc.data(), bytes, cudaMemcpyHostToDevice));
+  void* p = device_copy(t.fc.data(), bytes);
   ropes_.emplace(t.fc.data(), Resident{p, bytes});
   return static_cast<const float*>(p);
 }

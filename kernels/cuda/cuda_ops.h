@@ -91,6 +91,7 @@ class CudaOps final : public Ops {
   // Device copy of a weight's stored bytes, uploaded on first use (prepare is idempotent).
   // Keyed by the host address: the mapped checkpoint outlives this object.
   const uint8_t* resident(const TensorView& t);
+  void* device_copy(const void* host, size_t bytes);  // cudaMalloc + a completed upload
   cuda::DenseW dense(const TensorView& t, int64_t cols);  // BF16 / F32, refuses others
   cuda::Fp8W fp8(const Fp8Linear& w);
   cuda::Fp4W fp4(const Fp4Linear& w);

@@ -23,11 +23,8 @@ __device__ Best better(Best a, Best b) { return (b.v > a.v || (b.v == a.v && b.i
 __global__ void argmax_kernel(const float* logits, int rows, int64_t n, int32_t* out) {
   __shared__ float sv[kThreads];
   __shared__ int64_t si[kThreads];
-  __shared__ int nan_seen;
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* row = logits + static_cast<int64_t>(r) * n;
-    if (threadIdx.x == 0) nan_seen = 0;
-    __syncthreads();
     Best b{-INFINITY, LLONG_MAX};
     bool nan = false;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -35,7 +32,7 @@ __global__ void argmax_kernel(const float* logits, int rows, int64_t n, int32_t*
       nan = nan || isnan(v);
       b = better(b, Best{v, i});
     }
-    if (nan) nan_seen = 1;
+    const int nan_seen = __syncthreads_or(nan);  // also orders the previous row's reads
     sv[threadIdx.x] = b.v;
     si[threadIdx.x] = b.i;
     for (int half = blockDim.x / 2; half > 0; half /= 2) {

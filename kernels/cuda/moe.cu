@@ -235,11 +235,8 @@ const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, in
                         width, ", ", hidden, "] / [", hidden, ", ", width, "]"));
       host[id] = cuda::ExpertW{fp4(e.w1), fp4(e.w3), fp4(e.w2)};
     }
-    activate();
     const size_t bytes = host.size() * sizeof(cuda::ExpertW);
-    void* p = nullptr;
-    DSV4_CUDA_CHECK(cudaMalloc(&p, bytes));
-    DSV4_CUDA_CHECK(cudaMemcpy(p, host.data(), bytes, cudaMemcpyHostToDevice));
+    void* p = device_copy(host.data(), bytes);
     it = experts_.emplace(key, ExpertTable{Resident{p, bytes}, static_cast<int>(width)}).first;
   }
   *inter = it->second.inter;
