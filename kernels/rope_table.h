@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/tensor_view.h"
 
 namespace dsv4 {
 
 struct RopeTable {
+  uint64_t id = next_storage_id();  // identity for backends' resident copies (never reused)
   int rope_dim = 0;            // rd (64): rd/2 (cos, sin) pairs per position
   int64_t positions = 0;       // rows
   std::vector<float> freq;     // [rd/2]

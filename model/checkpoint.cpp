@@ -4,6 +4,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -63,52 +64,32 @@ std::string block_prefix(const ModelConfig& c, int layer_id) {
                                         : cat("mtp.", layer_id - c.num_hidden_layers, ".");
 }
 
-// One linear pass of value checks over a stored tensor, by dtype:
+// The value checks of a stored tensor, by dtype, wherever its bytes live:
 // R21 (no NaN/Inf in F32/BF16), R7 + A5 (no E8M0 0xFF / 0x00), A4 (no E4M3 NaN codes;
 // NVFP4 block scales without the sign bit).
-void check_values(const TensorView& v, const std::string& where) {
-  const uint8_t* p = v.data;
-  const size_t n = v.nbytes;
-  switch (v.dtype) {
-    case DType::F32:
-      for (size_t i = 0; i < n; i += 4) {
-        float x;
-        std::memcpy(&x, p + i, 4);
-        if (!std::isfinite(x))
-          throw Error(cat(where, ": element ", i / 4, " is ", x, " (NaN/Inf refused, R21)"));
-      }
-      break;
-    case DType::BF16:
-      for (size_t i = 0; i < n; i += 2) {
-        uint16_t b;
-        std::memcpy(&b, p + i, 2);
-        if ((b & 0x7F80u) == 0x7F80u)
-          throw Error(cat(where, ": element ", i / 2, " is ", bf16_to_f32(b),
-                          " (NaN/Inf refused, R21)"));
-      }
-      break;
-    case DType::F8_E8M0:
-      for (size_t i = 0; i < n; ++i) {
-        if (p[i] == 0xFF)
-          throw Error(cat(where, ": E8M0 scale code 0xFF (NaN) at element ", i, " (R7)"));
-        if (p[i] == 0x00)
-          throw Error(cat(where, ": E8M0 scale code 0x00 (2^-127) at element ", i, " (A5)"));
-      }
-      break;
-    case DType::F8_E4M3: {
-      const bool block_scale = ends_with(v.name, ".weight_scale");
-      for (size_t i = 0; i < n; ++i) {
-        if ((p[i] & 0x7F) == 0x7F)
-          throw Error(cat(where, ": E4M3 NaN code 0x", std::hex, int{p[i]}, std::dec,
-                          " at element ", i, " (A4)"));
-        if (block_scale && (p[i] & 0x80))
-          throw Error(cat(where, ": NVFP4 block scale with the sign bit set at element ", i,
-                          " (A4)"));
-      }
-      break;
+void check_values(const WeightMemory* memory, const TensorView& v, const std::string& where) {
+  const bool block_scale = ends_with(v.name, ".weight_scale");
+  const FaultAt f = v.on_device ? memory->first_fault(v, block_scale)
+                                : first_fault_host(v.dtype, v.data, v.nbytes, block_scale);
+  const int64_t i = f.element;
+  switch (f.fault) {
+    case ValueFault::none: return;
+    case ValueFault::non_finite: {
+      const size_t width = dtype_size(v.dtype);
+      uint8_t raw[4] = {0, 0, 0, 0};
+      if (v.on_device) memory->read(v, static_cast<size_t>(i) * width, width, raw);
+      else std::memcpy(raw, v.data + static_cast<size_t>(i) * width, width);
+      uint16_t b;
+      float x;
+      if (width == 2) std::memcpy(&b, raw, 2), x = bf16_to_f32(b);
+      else std::memcpy(&x, raw, 4);
+      throw Error(cat(where, ": element ", i, " is ", x, " (NaN/Inf refused, R21)"));
     }
-    default:
-      break;  // packed FP4 bytes: every code is a value; integer tables are checked by use
+    case ValueFault::e8m0_nan: throw Error(cat(where, ": E8M0 scale code 0xFF (NaN) at element ", i, " (R7)"));
+    case ValueFault::e8m0_zero: throw Error(cat(where, ": E8M0 scale code 0x00 (2^-127) at element ", i, " (A5)"));
+    case ValueFault::e4m3_nan: throw Error(cat(where, ": E4M3 NaN code at element ", i, " (A4)"));
+    case ValueFault::block_scale_sign:
+      throw Error(cat(where, ": NVFP4 block scale with the sign bit set at element ", i, " (A4)"));
   }
 }
 
@@ -155,7 +136,7 @@ class Fetcher {
     if (v.shape != e.shape)
       throw Error(cat(where(e.name), ": shape ", shape_str(v.shape), ", expected ",
                       shape_str(e.shape), " (", what_, ")"));
-    check_values(v, where(e.name));
+    check_values(ck_.weight_memory(), v, where(e.name));
     return v;
   }
 
@@ -165,14 +146,15 @@ class Fetcher {
 };
 
 // R14 / C7: tid2eid [V, K], I64 or I32, ids in [0, E), distinct within a row; held as i32.
-std::vector<int32_t> decode_tid2eid(const TensorView& v, int64_t E, const std::string& where) {
+std::vector<int32_t> decode_tid2eid(const TensorView& v, const std::vector<uint8_t>& bytes,
+                                    int64_t E, const std::string& where) {
   const int64_t V = v.dim(0), K = v.dim(1);
   const size_t width = dtype_size(v.dtype);
   std::vector<int32_t> out(static_cast<size_t>(V * K));
   std::vector<int64_t> row(static_cast<size_t>(K));
   for (int64_t t = 0; t < V; ++t) {
     for (int64_t j = 0; j < K; ++j) {
-      const uint8_t* p = v.data + static_cast<size_t>(t * K + j) * width;
+      const uint8_t* p = bytes.data() + static_cast<size_t>(t * K + j) * width;
       int64_t id;
       if (width == 8) {
         std::memcpy(&id, p, 8);
@@ -262,7 +244,30 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
   } else {
     throw Error(cat(dir, ": neither ", kIndexFile, " nor ", kSingleFile, " exists"));
   }
+  check_names();
+}
 
+Checkpoint::Checkpoint(const ModelConfig& config, const SyntheticOptions& o)
+    : dir_(cat("synthetic weights (", config.source, ", seed ", o.seed, ")")),
+      config_(config),
+      synthetic_(true),
+      share_layers_(o.share_layers_by_kind) {
+  CensusOptions co;
+  co.trunk_experts = o.trunk_experts;
+  co.drafter_experts = o.drafter_experts;
+  const std::vector<CensusEntry> census = tensor_census(config_, co);
+  for (SynthTensor& t : synth_plan(census, config_.n_routed_experts, o.seed)) {
+    weight_map_[t.name] = "generated";
+    std::string name = t.name;
+    recipes_.emplace(std::move(name), std::move(t));
+  }
+  check_names();
+}
+
+// What the names say about the drafter and the census, for either source (§1.3, C9, A3, A6).
+void Checkpoint::check_names() {
+  const std::string& dir = dir_;
+  const fs::path root(dir_);
   // Drafter kind (§1.3) and block count (C9, S7): distinct mtp.{k} prefixes, 0..N-1.
   std::set<int> mtp_blocks;
   for (const auto& [name, file] : weight_map_) {
@@ -346,9 +351,57 @@ std::string Checkpoint::shard_of(const std::string& name) const {
 }
 
 TensorView Checkpoint::tensor(const std::string& name) {
-  TensorView v = shard(shard_of(name)).view(name);
+  TensorView v = synthetic_ ? generated(name) : shard(shard_of(name)).view(name);
   bytes_loaded_ += v.nbytes;
   return v;
+}
+
+DType Checkpoint::stored_dtype(const std::string& name) {
+  if (!synthetic_) return shard(shard_of(name)).view(name).dtype;
+  const auto it = recipes_.find(name);
+  if (it == recipes_.end()) throw Error(cat(dir_, ": missing tensor ", name, " (R1)"));
+  return it->second.dtype;
+}
+
+std::vector<uint8_t> Checkpoint::host_copy(const TensorView& v) const {
+  std::vector<uint8_t> out(v.nbytes);
+  if (v.on_device) memory_->read(v, 0, v.nbytes, out.data());
+  else if (v.nbytes > 0) std::memcpy(out.data(), v.data, v.nbytes);
+  return out;
+}
+
+// The canonical layer of a trunk layer when layers of one kind share weights: the first
+// layer with the same compress ratio and routing (benchmark mode, SyntheticOptions).
+int Checkpoint::shared_layer(int l) const {
+  for (int k = 0; k < l; ++k)
+    if (config_.ratio(k) == config_.ratio(l) && config_.is_hash(k) == config_.is_hash(l)) return k;
+  return l;
+}
+
+TensorView Checkpoint::generated(const std::string& name) {
+  auto it = generated_.find(name);
+  if (it != generated_.end()) return it->second;
+  const auto r = recipes_.find(name);
+  if (r == recipes_.end()) throw Error(cat(dir_, ": missing tensor ", name, " (R1)"));
+  if (!memory_)
+    throw Error(cat(dir_, ": tensor ", name, " asked for before the weight memory was attached"));
+  TensorView v;
+  const int L = config_.num_hidden_layers;
+  int l = -1;
+  if (share_layers_ && std::sscanf(name.c_str(), "layers.%d.", &l) == 1 && l < L && shared_layer(l) != l) {
+    const std::string prefix = cat("layers.", l, ".");
+    v = generated(cat("layers.", shared_layer(l), ".", name.substr(prefix.size())));
+    v.name = name;
+  } else {
+    v = memory_->generate(r->second);
+  }
+  generated_.emplace(name, v);
+  return v;
+}
+
+void Checkpoint::attach_weight_memory(std::unique_ptr<WeightMemory> memory) {
+  if (!synthetic_) throw Error(cat(dir_, ": a file checkpoint has no weight memory to attach"));
+  memory_ = std::move(memory);
 }
 
 std::vector<std::string> Checkpoint::shards_opened() const {
@@ -407,7 +460,7 @@ BlockWeights Checkpoint::load_block(int layer_id) {
   // R10 / C1: the recipe from the stored dtype of experts.0.w1.weight (peeked at without
   // counting it as loaded; the Fetcher below checks and hands it out).
   const std::string probe = prefix + "ffn.experts.0.w1.weight";
-  const DType probe_dtype = shard(shard_of(probe)).view(probe).dtype;
+  const DType probe_dtype = stored_dtype(probe);
   if (probe_dtype != DType::U8 && probe_dtype != DType::I8)
     throw Error(cat(dir_, "/", shard_of(probe), ": tensor ", probe, ": dtype ",
                     dtype_name(probe_dtype), " is neither U8 (NVFP4) nor I8 (MXFP4) (R10)"));
@@ -457,7 +510,7 @@ BlockWeights Checkpoint::load_block(int layer_id) {
   b.gate_weight = f.get("ffn.gate.weight");
   if (hash) {
     const TensorView t = f.get("ffn.gate.tid2eid");
-    b.tid2eid = decode_tid2eid(t, c.n_routed_experts, f.where(t.name));
+    b.tid2eid = decode_tid2eid(t, host_copy(t), c.n_routed_experts, f.where(t.name));
   } else {
     b.gate_bias = f.get("ffn.gate.bias");  // R15
   }
@@ -482,7 +535,7 @@ BlockWeights Checkpoint::load_block(int layer_id) {
       }
       w.scale = f.get(stem + ".weight_scale");
       const TensorView s2 = f.get(stem + ".weight_scale_2");
-      std::memcpy(&w.scale_2, s2.data, 4);
+      std::memcpy(&w.scale_2, host_copy(s2).data(), 4);
       if (!(std::isfinite(w.scale_2) && w.scale_2 > 0.0f))  // R12 / C4
         throw Error(cat(f.where(s2.name), ": weight_scale_2 = ", w.scale_2,
                         " must be finite and > 0 (R12, C4)"));

@@ -14,6 +14,8 @@
 
 #include "model/config.h"
 #include "model/safetensors.h"
+#include "model/synthetic.h"
+#include "model/weight_memory.h"
 #include "model/weights.h"
 
 namespace dsv4 {
@@ -24,6 +26,13 @@ class Checkpoint {
  public:
   // Reads config.json and the index (headers of shards are read when first used).
   explicit Checkpoint(const std::string& dir);
+  // Synthetic weights (issue 11): exactly the tensors dsv4-mkckpt writes for this config
+  // and options, generated on first use into the attached weight memory (host, or a
+  // backend's device memory) instead of read from files. Every load check below applies.
+  Checkpoint(const ModelConfig& config, const SyntheticOptions& o);
+  void attach_weight_memory(std::unique_ptr<WeightMemory> memory);
+  bool synthetic() const { return synthetic_; }
+  const WeightMemory* weight_memory() const { return memory_.get(); }
 
   const std::string& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
@@ -46,7 +55,14 @@ class Checkpoint {
   uint64_t bytes_loaded() const { return bytes_loaded_; }
   std::vector<std::string> shards_opened() const;
 
+  // All of a resident view's bytes on the host (small tables: tid2eid, scale_2).
+  std::vector<uint8_t> host_copy(const TensorView& v) const;
+
  private:
+  void check_names();
+  DType stored_dtype(const std::string& name);
+  TensorView generated(const std::string& name);
+  int shared_layer(int l) const;
   SafetensorsFile& shard(const std::string& file);
   std::string dir_;
   ModelConfig config_;
@@ -56,6 +72,11 @@ class Checkpoint {
   std::optional<uint64_t> index_total_size_;  // metadata.total_size (checked once all shards are open)
   DrafterKind drafter_kind_ = DrafterKind::none;
   int drafter_blocks_ = 0;
+  // Synthetic source: recipes by name, generated views (each made once), their memory.
+  bool synthetic_ = false, share_layers_ = false;
+  std::map<std::string, SynthTensor> recipes_;
+  std::map<std::string, TensorView> generated_;
+  std::unique_ptr<WeightMemory> memory_;
 };
 
 }  // namespace dsv4

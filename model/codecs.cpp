@@ -6,17 +6,15 @@
 
 #include "kernels/quant_scalar.h"
 #include "model/error.h"
+#include "model/synthetic_values.h"
 
 namespace dsv4 {
 
 namespace {
 
-constexpr int kFp8Block = 128;  // §3.4 block edge
-constexpr int kMxGroup = 32;    // §3.6 group along the input dim
-constexpr int kNvGroup = 16;    // §3.7 group along the input dim
-constexpr float kE4m3Max = 448.0f;
-constexpr float kE2m1Max = 6.0f;
-constexpr uint8_t kE4m3One = 0x38;  // e4m3 code of 1.0
+using synth::kFp8Block;
+using synth::kMxGroup;
+using synth::kNvGroup;
 
 // §3.5 magnitude index (bits 2..0) -> value.
 constexpr float kE2m1Values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
@@ -27,37 +25,9 @@ void require_finite(float y, const char* encoder) {
   if (!std::isfinite(y)) throw Error(cat(encoder, ": non-finite input ", y));
 }
 
-// §3.8 rule 5 magnitude index of a >= 0, ties to the even mantissa, saturating at 6.
-// Takes f64 so rule 7's f64 quotient is rounded without an intermediate f32 rounding.
-uint8_t e2m1_index(double a) {
-  if (a <= 0.25) return 0;
-  if (a < 0.75) return 1;
-  if (a <= 1.25) return 2;
-  if (a < 1.75) return 3;
-  if (a <= 2.5) return 4;
-  if (a < 3.5) return 5;
-  if (a <= 5.0) return 6;
-  return 7;
-}
-
-uint8_t e2m1_code(double y) {
-  const uint8_t index = e2m1_index(std::fabs(y));
-  return (y < 0 && index != 0) ? static_cast<uint8_t>(index | 0x8) : index;
-}
-
-// Smallest integer k with amax <= limit * 2^k (k = 0 if amax = 0), clamped to
-// [-127, 127] (§3.8 rules 4, 6, 7). The comparison is exact in f64.
-int pow2_exponent_cover(double amax, double limit) {
-  if (amax == 0) return 0;
-  int k = static_cast<int>(std::ceil(std::log2(amax / limit)));  // estimate, then fix
-  while (std::ldexp(limit, k) < amax) ++k;
-  while (std::ldexp(limit, k - 1) >= amax) --k;
-  return std::clamp(k, -127, 127);
-}
-
 uint8_t e8m0_code_of_exponent(int k) {
   DSV4_CHECK(k >= -127 && k <= 127, "e8m0 exponent ", k);
-  return static_cast<uint8_t>(k + 127);
+  return synth::e8m0_code(k);
 }
 
 // Stores the nibble of element (r, c) of a packed [rows, cols / 2] tensor, §3.5 order.
@@ -103,19 +73,11 @@ float round_to_bf16(float x) { return bf16_round(x); }
 
 // ---- §3.2 E4M3FN ----
 
-float e4m3_to_f32(uint8_t code) {
-  const int s = code >> 7, e = (code >> 3) & 0xF, m = code & 0x7;
-  if (e == 15 && m == 7) return std::nanf("");
-  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9)
-                           : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
-  return s ? -mag : mag;
-}
+float e4m3_to_f32(uint8_t code) { return synth::e4m3_value(code); }
 
 uint8_t encode_e4m3(float y) {
   require_finite(y, "encode_e4m3");
-  // Rule 2: nearest value of the clamped magnitude, ties to the even code.
-  const uint8_t code = e4m3_code_of(e4m3_round(std::min(std::fabs(y), kE4m3Max)));
-  return (y < 0 && code != 0) ? static_cast<uint8_t>(code | 0x80) : code;
+  return synth::e4m3_encode(y);
 }
 
 // ---- §3.3 E8M0 ----
@@ -134,7 +96,7 @@ float e2m1_to_f32(uint8_t nibble) {
 
 uint8_t encode_e2m1(float y) {
   require_finite(y, "encode_e2m1");
-  return e2m1_code(y);
+  return synth::e2m1_encode(y);
 }
 
 // ---- §3.4 FP8 block-scaled linear ----
@@ -203,12 +165,11 @@ Fp8Encoded encode_fp8_linear(const float* w, int64_t rows, int64_t cols) {
           require_finite(w[r * cols + c], "encode_fp8_linear");
           amax = std::max(amax, std::fabs(w[r * cols + c]));
         }
-      const int k = pow2_exponent_cover(amax, kE4m3Max);  // rule 4
+      const int k = synth::fp8_block_exponent(amax);  // rule 4
       enc.scales[static_cast<size_t>(br * grid_c + bc)] = e8m0_code_of_exponent(k);
       for (int64_t r = r0; r < r1; ++r)
         for (int64_t c = c0; c < c1; ++c)
-          enc.codes[static_cast<size_t>(r * cols + c)] =
-              encode_e4m3(std::ldexp(w[r * cols + c], -k));
+          enc.codes[static_cast<size_t>(r * cols + c)] = synth::fp8_code(w[r * cols + c], k);
     }
   }
   return enc;
@@ -228,10 +189,10 @@ Fp4Encoded encode_mxfp4(const float* w, int64_t rows, int64_t cols) {
         require_finite(x[i], "encode_mxfp4");
         amax = std::max(amax, std::fabs(x[i]));
       }
-      const int k = pow2_exponent_cover(amax, kE2m1Max);  // rule 6
+      const int k = synth::mxfp4_group_exponent(amax);  // rule 6
       enc.scales[static_cast<size_t>(r * groups + g)] = e8m0_code_of_exponent(k);
       for (int i = 0; i < kMxGroup; ++i)
-        pack_nibble(enc.packed, cols, r, g * kMxGroup + i, e2m1_code(std::ldexp(x[i], -k)));
+        pack_nibble(enc.packed, cols, r, g * kMxGroup + i, synth::mxfp4_nibble(x[i], k));
     }
   }
   return enc;
@@ -244,10 +205,7 @@ Fp4Encoded encode_nvfp4(const float* w, int64_t rows, int64_t cols) {
     require_finite(w[i], "encode_nvfp4");
     tensor_amax = std::max(tensor_amax, std::fabs(w[i]));
   }
-  // Rule 7: s2 = 2^m covering the tensor amax. m is further clamped to f32's normal
-  // range [-126, 127] so s2 is a normal f32 (the rule leaves tiny tensors open).
-  const int m = std::clamp(pow2_exponent_cover(tensor_amax, 6.0 * kE4m3Max), -126, 127);
-  const double s2 = std::ldexp(1.0, m);
+  const double s2 = synth::nvfp4_scale_2(tensor_amax);  // rule 7
   const int64_t groups = cols / kNvGroup;
   Fp4Encoded enc;
   enc.scale_2 = static_cast<float>(s2);
@@ -258,28 +216,10 @@ Fp4Encoded encode_nvfp4(const float* w, int64_t rows, int64_t cols) {
       const float* x = w + r * cols + g * kNvGroup;
       float amax = 0.0f;
       for (int i = 0; i < kNvGroup; ++i) amax = std::max(amax, std::fabs(x[i]));
-      uint8_t code = kE4m3One;
-      if (amax > 0) {
-        // Smallest positive finite code with 6 v s2 >= amax; codes 0x01..0x7E increase
-        // with their value, so this is a partition point.
-        const auto covers = [&](int c) {
-          return 6.0 * e4m3_to_f32(static_cast<uint8_t>(c)) * s2 >= amax;
-        };
-        int lo = 0x01, hi = 0x7E;
-        while (lo < hi) {
-          const int mid = (lo + hi) / 2;
-          if (covers(mid))
-            hi = mid;
-          else
-            lo = mid + 1;
-        }
-        DSV4_CHECK(covers(lo), "nvfp4 block scale, amax ", amax, " s2 ", s2);
-        code = static_cast<uint8_t>(lo);
-      }
+      const uint8_t code = synth::nvfp4_block_code(amax, s2);
       enc.scales[static_cast<size_t>(r * groups + g)] = code;
-      const double d = e4m3_to_f32(code) * s2;  // exact in f64
       for (int i = 0; i < kNvGroup; ++i)
-        pack_nibble(enc.packed, cols, r, g * kNvGroup + i, e2m1_code(x[i] / d));
+        pack_nibble(enc.packed, cols, r, g * kNvGroup + i, synth::nvfp4_nibble(x[i], code, s2));
     }
   }
   return enc;

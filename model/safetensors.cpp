@@ -209,6 +209,7 @@ TensorView SafetensorsFile::view(const std::string& name) const {
   v.shape = e.shape;
   v.data = map_ + 8 + header_len_ + e.begin;
   v.nbytes = e.end - e.begin;
+  v.storage = storage_;
   return v;
 }
 

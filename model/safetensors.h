@@ -39,6 +39,7 @@ class SafetensorsFile {
  private:
   std::string path_;
   const uint8_t* map_ = nullptr;
+  uint64_t storage_ = next_storage_id();  // the mapping's identity (TensorView::storage)
   size_t map_size_ = 0;
   uint64_t header_len_ = 0;
   std::vector<SafetensorsEntry> entries_;

@@ -26,6 +26,11 @@ struct SyntheticOptions {
   ShardLayout layout = ShardLayout::compact;
   int threads = 0;                                     // encoder threads; 0 = all cores
   std::function<void(const std::string&)> progress;    // one line per shard written (optional)
+  // Benchmark mode of generated weights (never written): trunk layers of one kind (compress
+  // ratio, routing) share the first such layer's tensors, so the whole depth fits one GPU
+  // while every step still streams each layer's bytes (a layer reads >= 220 MB per step,
+  // past the 50 MB L2, so the sharing cannot be served from cache).
+  bool share_layers_by_kind = false;
 };
 
 // Writes the checkpoint into dir (created if missing; existing files are overwritten).

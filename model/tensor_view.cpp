@@ -1,6 +1,7 @@
 // dtype table and TensorView element access (CHECKPOINT.md §1.4, §3.1).
 #include "model/tensor_view.h"
 
+#include <atomic>
 #include <cstring>
 #include <iterator>
 
@@ -24,6 +25,8 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::F8_E8M0, "F8_E8M0", 1}, {DType::I8, "I8", 1},   {DType::U8, "U8", 1},
     {DType::I64, "I64", 8},         {DType::I32, "I32", 4},
 };
+
+std::atomic<uint64_t> g_storage_ids{0};
 
 const DTypeInfo& info(DType d) {
   const auto i = static_cast<size_t>(d);
@@ -68,5 +71,7 @@ float TensorView::f32_at(int64_t i) const {
   throw Error(cat("tensor ", name, ": dtype ", dtype_name(dtype),
                   " read as f32 (only BF16 and F32 are f32 islands)"));
 }
+
+uint64_t next_storage_id() { return ++g_storage_ids; }
 
 }  // namespace dsv4

@@ -13,6 +13,7 @@ namespace dsv4 {
 enum class DType { BF16, F32, F8_E4M3, F8_E8M0, I8, U8, I64, I32 };
 
 const char* dtype_name(DType d);          // "BF16", ...
+uint64_t next_storage_id();               // a fresh TensorView::storage / RopeTable::id
 size_t dtype_size(DType d);               // element bytes
 bool dtype_from_name(const std::string& s, DType* out);  // false for unknown / refused
 
@@ -22,6 +23,11 @@ struct TensorView {
   std::vector<int64_t> shape;   // row-major; [] = scalar
   const uint8_t* data = nullptr;  // not necessarily aligned: read with memcpy
   size_t nbytes = 0;
+  // Identity of the memory block holding `data` (a mapped file, a generated tensor), never
+  // reused within a process: backends key their resident copies by (storage, data), since
+  // a freed block's address comes back for other bytes. 0: an unnamed block.
+  uint64_t storage = 0;
+  bool on_device = false;       // `data` is device memory (weights generated in place)
 
   int64_t numel() const;
   int64_t dim(int i) const { return shape.at(static_cast<size_t>(i)); }

@@ -20,6 +20,7 @@ inline TensorView byte_view(const std::string& name, DType dtype, std::vector<in
   t.shape = std::move(shape);
   t.data = bytes.data();
   t.nbytes = bytes.size();
+  t.storage = next_storage_id();
   return t;
 }
 

@@ -10,21 +10,23 @@ namespace {
 
 void require_stored(const TensorView& t, const char* what) {
   if (t.empty()) throw Error(cat("cpu weight cache: tensor '", t.name, "' (", what, ") has no data"));
+  if (t.on_device)
+    throw Error(cat("backend cpu: tensor '", t.name, "' (", what, ") lives in device memory"));
 }
 
 }  // namespace
 
 const float* CpuWeightCache::dense(const Fp8Linear& w) {
   require_stored(w.weight, "FP8 linear");
-  auto it = cache_.find(w.weight.data);
-  if (it == cache_.end()) it = cache_.emplace(w.weight.data, decode_fp8_linear(w)).first;
+  auto it = cache_.find(key(w.weight));
+  if (it == cache_.end()) it = cache_.emplace(key(w.weight), decode_fp8_linear(w)).first;
   return it->second.data();
 }
 
 const float* CpuWeightCache::expert(const Fp4Linear& w) {
   require_stored(w.weight, "FP4 expert projection");
-  auto it = cache_.find(w.weight.data);
-  if (it == cache_.end()) it = cache_.emplace(w.weight.data, decode_fp4_linear(w)).first;
+  auto it = cache_.find(key(w.weight));
+  if (it == cache_.end()) it = cache_.emplace(key(w.weight), decode_fp4_linear(w)).first;
   return it->second.data();
 }
 
@@ -33,12 +35,12 @@ const float* CpuWeightCache::widened(const TensorView& t) {
   if (t.dtype != DType::BF16 && t.dtype != DType::F32)
     throw Error(cat("cpu weight cache: tensor '", t.name, "' has dtype ", dtype_name(t.dtype),
                     ", expected BF16 or F32"));
-  auto it = cache_.find(t.data);
+  auto it = cache_.find(key(t));
   if (it == cache_.end()) {
     const int64_t n = t.numel();
     std::vector<float> w(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) w[static_cast<size_t>(i)] = t.f32_at(i);
-    it = cache_.emplace(t.data, std::move(w)).first;
+    it = cache_.emplace(key(t), std::move(w)).first;
   }
   return it->second.data();
 }

@@ -1,8 +1,10 @@
 // Dequantized f32 copies of weights for the CPU reference, made on first use and
-// owned by one CpuOps instance (keyed by the stored bytes' address). Values are the
+// owned by one CpuOps instance (keyed by the stored bytes' storage and address: a freed
+// block's address comes back for other bytes). Values are the
 // exact decoded checkpoint values (CHECKPOINT.md §3), so caching changes no result.
 #pragma once
-#include <unordered_map>
+#include <map>
+#include <utility>
 #include <vector>
 
 #include "model/tensor_view.h"
@@ -20,7 +22,9 @@ class CpuWeightCache {
   void clear() { cache_.clear(); }
 
  private:
-  std::unordered_map<const void*, std::vector<float>> cache_;
+  using Key = std::pair<uint64_t, const void*>;  // (TensorView::storage, data)
+  static Key key(const TensorView& t) { return {t.storage, t.data}; }
+  std::map<Key, std::vector<float>> cache_;
 };
 
 }  // namespace dsv4

@@ -168,14 +168,16 @@ void CudaOps::prepare(const TensorView& t) { resident(t); }
 
 const uint8_t* CudaOps::resident(const TensorView& t) {
   if (t.empty()) throw Error(cat("backend cuda: tensor '", t.name, "' has no data"));
-  auto it = weights_.find(t.data);
+  if (t.on_device) return t.data;
+  const Key key{t.storage, t.data};
+  auto it = weights_.find(key);
   if (it != weights_.end()) {
     DSV4_CHECK(it->second.nbytes == t.nbytes, "tensor ", t.name, " re-registered with ",
                t.nbytes, " bytes, resident copy has ", it->second.nbytes);
     return static_cast<const uint8_t*>(it->second.ptr);
   }
   void* p = device_copy(t.data, t.nbytes);
-  weights_.emplace(t.data, Resident{p, t.nbytes});
+  weights_.emplace(key, Resident{p, t.nbytes});
   return static_cast<const uint8_t*>(p);
 }
 
@@ -240,11 +242,11 @@ void CudaOps::prepare(const RopeTable& t) { rope_table(t); }
 const float* CudaOps::rope_table(const RopeTable& t) {
   DSV4_CHECK(t.fc.size() == static_cast<size_t>(t.positions) * t.rope_dim, "rope table of ",
              t.positions, " positions has ", t.fc.size(), " entries");
-  auto it = ropes_.find(t.fc.data());
+  auto it = ropes_.find(t.id);
   if (it != ropes_.end()) return static_cast<const float*>(it->second.ptr);
   const size_t bytes = t.fc.size() * sizeof(float);
   void* p = device_copy(t.fc.data(), bytes);
-  ropes_.emplace(t.fc.data(), Resident{p, bytes});
+  ropes_.emplace(t.id, Resident{p, bytes});
   return static_cast<const float*>(p);
 }
 

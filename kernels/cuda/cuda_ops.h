@@ -8,7 +8,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <unordered_map>
+#include <map>
+#include <utility>
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/ops.h"
@@ -88,8 +89,10 @@ class CudaOps final : public Ops {
   // Host int32 array -> device scratch (no cudaMalloc on the hot path once grown).
   const int32_t* stage_i32(Slot slot, const int32_t* host, size_t n);
 
-  // Device copy of a weight's stored bytes, uploaded on first use (prepare is idempotent).
-  // Keyed by the host address: the mapped checkpoint outlives this object.
+  // Device copy of a weight's stored bytes, uploaded on first use (prepare is idempotent);
+  // a view already in device memory (on_device) is used in place. Keyed by (storage,
+  // address): a freed host block's address comes back for other bytes (issue 10: stale
+  // rope tables of destroyed stages were served to new ones).
   const uint8_t* resident(const TensorView& t);
   void* device_copy(const void* host, size_t bytes);  // cudaMalloc + a completed upload
   cuda::DenseW dense(const TensorView& t, int64_t cols);  // BF16 / F32, refuses others
@@ -112,11 +115,12 @@ class CudaOps final : public Ops {
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  using Key = std::pair<uint64_t, const void*>;  // (TensorView::storage, data)
   struct Resident { void* ptr; size_t nbytes; };
-  std::unordered_map<const void*, Resident> weights_;  // keyed by TensorView::data
-  std::unordered_map<const void*, Resident> ropes_;    // keyed by RopeTable::fc.data()
+  std::map<Key, Resident> weights_;
+  std::map<uint64_t, Resident> ropes_;  // keyed by RopeTable::id
   struct ExpertTable { Resident table; int inter; };
-  std::unordered_map<const void*, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
+  std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };
   Scratch scratch_[static_cast<int>(Slot::count)];
 };

@@ -222,7 +222,8 @@ bool is_pow2(float v) {
 
 const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter) {
   if (b.experts.empty()) throw Error(cat("moe: layer ", b.layer_id, " has no routed experts"));
-  const void* key = b.experts.front().w1.weight.data;
+  const TensorView& w1 = b.experts.front().w1.weight;
+  const Key key{w1.storage, w1.data};
   auto it = experts_.find(key);
   if (it == experts_.end()) {
     const int64_t width = b.experts.front().w1.rows;

@@ -86,7 +86,7 @@ struct Rng {
   }
 };
 
-// Stored tensors owned for the whole test (CudaOps keys residency by the byte address).
+// Stored tensors owned for the whole test (CudaOps keys residency by storage and address).
 class Store {
  public:
   TensorView f32(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
@@ -156,6 +156,7 @@ class Store {
     t.shape = std::move(shape);
     t.data = bytes.data();
     t.nbytes = static_cast<size_t>(t.numel()) * dtype_size(dt);
+    t.storage = next_storage_id();
     return t;
   }
   std::deque<std::vector<uint8_t>> bytes_;  // stable addresses

@@ -1,0 +1,46 @@
+// Where a weight source's stored bytes live once resident: host memory (a mapped file,
+// or tensors generated on the host) or a backend's device memory (tensors generated in
+// place, issue 11). The loader's checks read through this interface, so everything after
+// "the stored bytes are resident" is one code path for every source.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/synthetic_plan.h"
+#include "model/tensor_view.h"
+
+namespace dsv4 {
+
+// The first element of a stored tensor that a load-time value check refuses
+// (CHECKPOINT.md §4: R7, R21, A4, A5), by dtype.
+enum class ValueFault : uint8_t {
+  none, non_finite, e8m0_nan, e8m0_zero, e4m3_nan, block_scale_sign
+};
+struct FaultAt {
+  ValueFault fault = ValueFault::none;
+  int64_t element = -1;
+};
+// The check of element i of `bytes` stored as `dtype` (block_scale: an NVFP4
+// weight_scale, whose sign bit is refused). Defined for host and device alike.
+FaultAt first_fault_host(DType dtype, const uint8_t* bytes, size_t nbytes, bool block_scale);
+
+class WeightMemory {
+ public:
+  virtual ~WeightMemory() = default;
+  virtual std::string name() const = 0;   // "host memory", "cuda device 0"
+  virtual bool device() const = 0;
+  // Allocates t.bytes() bytes that live as long as this object and fills them with the
+  // recipe's stored bytes; the returned view has storage set and on_device = device().
+  virtual TensorView generate(const SynthTensor& t) = 0;
+  // Copies bytes [offset, offset + n) of a view in this memory to host (small tables:
+  // tid2eid, scale_2, an element a check refused).
+  virtual void read(const TensorView& v, size_t offset, size_t n, void* host) const = 0;
+  // The load-time value check of a view in this memory.
+  virtual FaultAt first_fault(const TensorView& v, bool block_scale) const = 0;
+  virtual uint64_t bytes() const = 0;     // generated so far
+};
+
+std::unique_ptr<WeightMemory> make_host_weight_memory();
+
+}  // namespace dsv4
