@@ -24,6 +24,7 @@ class ForwardingOps : public Ops {
   void synchronize() override { in_.synchronize(); }
   void prepare(const TensorView& t) override { in_.prepare(t); }
   void prepare(const RopeTable& t) override { in_.prepare(t); }
+  std::unique_ptr<WeightMemory> make_weight_memory() override { return in_.make_weight_memory(); }
 
   void add(float* y, const float* x, size_t n) override { in_.add(y, x, n); }
   void embed(const TensorView& t, const int32_t* ids, int s, int hc, float* h) override {

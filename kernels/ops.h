@@ -15,6 +15,7 @@
 
 #include "kernels/numerics.h"
 #include "kernels/rope_table.h"
+#include "model/weight_memory.h"
 #include "model/weights.h"
 
 namespace dsv4 {
@@ -74,6 +75,9 @@ class Ops {
   // Makes a weight / table resident for this backend (idempotent).
   virtual void prepare(const TensorView& t) = 0;
   virtual void prepare(const RopeTable& t) = 0;
+  // Memory for weights generated in place (synthetic weights, issue 11): host memory for
+  // the CPU backend, this backend's device memory for CUDA; views it makes are resident.
+  virtual std::unique_ptr<WeightMemory> make_weight_memory() = 0;
 
   // ---- elementwise / row ops ----
   // y[i] += x[i]

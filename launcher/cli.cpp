@@ -28,6 +28,9 @@ Run config keys (YAML; configs/README.md documents each):
                  default none: run to max_new. [<eos_token_id> of config.json] stops at EOS
   profile_ops    true | false (default): time every op of the decode steps (synchronizing
                  around each) and log a per-op table on every rank at the end
+  weights        checkpoint (default: read model:) | synthetic: generate the tensors of
+                 preset (tiny|flash), trunk_layers, experts (nvfp4|mxfp4), weights_seed in
+                 place on every rank; share_layers: true (benchmarks) shares one layer per kind
 Run with mpirun -np P for P pipeline stages, or directly for one.
 )";
 

@@ -25,6 +25,7 @@
 #include "launcher/replay.h"
 #include "launcher/run_config.h"
 #include "launcher/spec_stats.h"
+#include "launcher/weight_source.h"
 #include "model/checkpoint.h"
 #include "model/error.h"
 #include "stage/coordinator.h"
@@ -98,7 +99,7 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
                        std::shared_ptr<spdlog::logger> log) {
   const int rank = ep.rank(), size = ep.size();
   RankRuntime rt;
-  rt.ckpt = std::make_unique<Checkpoint>(cfg.model);
+  rt.ckpt = open_weights(cfg);
   const ModelConfig& mc = rt.ckpt->config();
   const bool speculative = cfg.drafter != "none";
   const auto ranges =
@@ -114,6 +115,7 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
   if (cfg.backend == Backend::cuda) device = select_device(cfg.devices, rank, size, local_rank);
   rt.backend = make_ops(cfg, device);
   rt.ops = rt.backend.get();
+  attach_backend_memory(*rt.ckpt, *rt.backend);
   if (cfg.profile_ops) {
     rt.profiler = std::make_unique<TimedOps>(*rt.backend);
     rt.profiler->set_active(false);  // the hooks switch it on per operation

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "launcher/boundary_dump.h"
+#include "launcher/weight_source.h"
 #include "model/checkpoint.h"
 #include "model/error.h"
 
@@ -31,7 +32,9 @@ bool replay_stage(const RunConfig& config, int rank, const std::string& dir, Ops
     throw Error(cat("--replay ", dir, ": no ", boundary_file(dir, rank, 0, false),
                     " (was the run dumped with --dump-boundary, and is --stage-only ", rank,
                     " one of its ranks?)"));
-  Checkpoint ckpt(config.model);
+  const std::unique_ptr<Checkpoint> weights = open_weights(config);
+  Checkpoint& ckpt = *weights;
+  attach_backend_memory(ckpt, ops);
   const ModelConfig& mc = ckpt.config();
   StageSpec spec;
   spec.rank = rank;

@@ -2,7 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -108,6 +110,44 @@ std::vector<LayerRange> parse_placement(const Reader& rd, const YAML::Node& n) {
 
 }  // namespace
 
+namespace {
+
+// The synthetic-weights keys (SyntheticWeights); false when `key` is none of them.
+bool parse_synthetic_key(const Reader& rd, const std::string& key, const YAML::Node& v, RunConfig& c) {
+  static const char* const keys[] = {"weights", "preset", "trunk_layers", "experts", "weights_seed",
+                                     "share_layers"};
+  if (std::find(std::begin(keys), std::end(keys), key) == std::end(keys)) return false;
+  if (key == "weights") {
+    const std::string w = rd.scalar(v, key);
+    if (w != "synthetic" && w != "checkpoint")
+      throw Error(cat(rd.where(key), ": '", w, "' (allowed: checkpoint, synthetic)"));
+    if (w == "synthetic" && !c.synthetic) c.synthetic.emplace();
+    if (w == "checkpoint") c.synthetic.reset();
+    return true;
+  }
+  if (!c.synthetic)
+    throw Error(cat(rd.where(key), ": only with weights: synthetic (given before it, or without it)"));
+  SyntheticWeights& s = *c.synthetic;
+  if (key == "preset") {
+    s.preset = rd.scalar(v, key);
+    if (s.preset != "tiny" && s.preset != "flash")
+      throw Error(cat(rd.where(key), ": '", s.preset, "' (allowed: tiny, flash)"));
+  } else if (key == "trunk_layers") {
+    s.trunk_layers = static_cast<int>(rd.integer(v, key, 1));
+  } else if (key == "experts") {
+    const std::string r = rd.scalar(v, key);
+    if (r != "nvfp4" && r != "mxfp4") throw Error(cat(rd.where(key), ": '", r, "' (allowed: nvfp4, mxfp4)"));
+    s.experts = r == "nvfp4" ? ExpertRecipe::nvfp4 : ExpertRecipe::mxfp4;
+  } else if (key == "weights_seed") {
+    s.seed = static_cast<uint64_t>(rd.integer(v, key, 0));
+  } else {
+    s.share_layers = rd.boolean(v, key);
+  }
+  return true;
+}
+
+}  // namespace
+
 RunConfig parse_run_config(const std::string& yaml_text, const std::string& source,
                            const std::string& base_dir) {
   YAML::Node root;
@@ -156,10 +196,12 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
       for (int64_t id : rd.integers(v, key, 0)) c.stop_ids.push_back(static_cast<int32_t>(id));
     }
     else if (key == "profile_ops") c.profile_ops = rd.boolean(v, key);
+    else if (parse_synthetic_key(rd, key, v, c)) continue;
     else
       throw Error(cat(rd.where(key), ": unknown key (known: model, backend, transport, "
                       "placement, max_seq, prompt_ids, max_new, numerics, devices, log_dir, "
-                      "dump_boundary, drafter, spec_depth, profile_ops, stop_ids)"));
+                      "dump_boundary, drafter, spec_depth, profile_ops, stop_ids, weights, preset, "
+                      "trunk_layers, experts, weights_seed, share_layers)"));
   }
   return c;
 }
@@ -174,7 +216,8 @@ RunConfig load_run_config(const std::string& path) {
 }
 
 void check_run_config(const RunConfig& c) {
-  if (c.model.empty()) throw Error("model: no checkpoint directory (set model: or --model)");
+  if (c.model.empty() && !c.synthetic)
+    throw Error("model: no checkpoint directory (set model: or --model, or weights: synthetic)");
   if (c.drafter != "none") {
     const bool known = c.drafter == "dspark" || c.drafter.starts_with(kReplayPrefix);
     if (!known)

@@ -10,6 +10,7 @@
 
 #include "kernels/numerics.h"
 #include "model/placement.h"
+#include "model/tensor_view.h"
 
 namespace dsv4 {
 
@@ -20,9 +21,21 @@ const char* transport_name(Transport t);
 Backend parse_backend(const std::string& value, const std::string& key);
 Transport parse_transport(const std::string& value, const std::string& key);
 
+// `weights: synthetic` (issue 11): each rank generates its own layers' tensors in place
+// (device memory for cuda), exactly as dsv4-mkckpt --preset P --seed N [--trunk-layers T]
+// [--experts R] writes them; no checkpoint directory is read.
+struct SyntheticWeights {
+  std::string preset = "tiny";              // tiny | flash
+  int trunk_layers = 0;                     // flash only: layers 0..T-1 without the drafter
+  ExpertRecipe experts = ExpertRecipe::nvfp4;
+  uint64_t seed = 1;
+  bool share_layers = false;                // benchmark: layers of one kind share tensors
+};
+
 struct RunConfig {
   std::string source;                       // the YAML's path ("" when built in code)
   std::string model;                        // checkpoint directory
+  std::optional<SyntheticWeights> synthetic;  // weights: synthetic (model: unused)
   Backend backend = Backend::cpu;
   std::optional<Transport> transport;       // unset: mpi for cpu, nccl for cuda
   std::vector<LayerRange> placement;        // empty: auto (balance resident bytes)

@@ -9,20 +9,16 @@
 
 #include "model/synthetic_plan.h"
 #include "model/tensor_view.h"
+#include "model/value_checks.h"
 
 namespace dsv4 {
 
-// The first element of a stored tensor that a load-time value check refuses
-// (CHECKPOINT.md §4: R7, R21, A4, A5), by dtype.
-enum class ValueFault : uint8_t {
-  none, non_finite, e8m0_nan, e8m0_zero, e4m3_nan, block_scale_sign
-};
+// The first element of a stored tensor that a load-time value check refuses.
 struct FaultAt {
   ValueFault fault = ValueFault::none;
   int64_t element = -1;
 };
-// The check of element i of `bytes` stored as `dtype` (block_scale: an NVFP4
-// weight_scale, whose sign bit is refused). Defined for host and device alike.
+// The checks of model/value_checks.h over host bytes, element by element.
 FaultAt first_fault_host(DType dtype, const uint8_t* bytes, size_t nbytes, bool block_scale);
 
 class WeightMemory {

@@ -1,6 +1,5 @@
 // Host weight memory: generated tensors in owned host buffers; views of any host memory
 // (mapped files too) read with memcpy and checked element by element.
-#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -10,35 +9,11 @@
 namespace dsv4 {
 
 FaultAt first_fault_host(DType dtype, const uint8_t* p, size_t n, bool block_scale) {
-  switch (dtype) {
-    case DType::F32:
-      for (size_t i = 0; i < n; i += 4) {
-        float x;
-        std::memcpy(&x, p + i, 4);
-        if (!std::isfinite(x)) return {ValueFault::non_finite, static_cast<int64_t>(i / 4)};
-      }
-      break;
-    case DType::BF16:
-      for (size_t i = 0; i < n; i += 2) {
-        uint16_t b;
-        std::memcpy(&b, p + i, 2);
-        if ((b & 0x7F80u) == 0x7F80u) return {ValueFault::non_finite, static_cast<int64_t>(i / 2)};
-      }
-      break;
-    case DType::F8_E8M0:
-      for (size_t i = 0; i < n; ++i) {
-        if (p[i] == 0xFF) return {ValueFault::e8m0_nan, static_cast<int64_t>(i)};
-        if (p[i] == 0x00) return {ValueFault::e8m0_zero, static_cast<int64_t>(i)};
-      }
-      break;
-    case DType::F8_E4M3:
-      for (size_t i = 0; i < n; ++i) {
-        if ((p[i] & 0x7F) == 0x7F) return {ValueFault::e4m3_nan, static_cast<int64_t>(i)};
-        if (block_scale && (p[i] & 0x80)) return {ValueFault::block_scale_sign, static_cast<int64_t>(i)};
-      }
-      break;
-    default:
-      break;  // packed FP4 bytes: every code is a value; integer tables are checked by use
+  if (!has_value_checks(dtype)) return {};
+  const size_t width = dtype_size(dtype);
+  for (size_t i = 0; i < n; i += width) {
+    const ValueFault f = value_fault(dtype, p + i, block_scale);
+    if (f != ValueFault::none) return {f, static_cast<int64_t>(i / width)};
   }
   return {};
 }

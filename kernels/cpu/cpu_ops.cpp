@@ -44,6 +44,7 @@ class CpuOps final : public Ops {
   // Weights are host-resident already; the cache decodes them on first use.
   void prepare(const TensorView&) override {}
   void prepare(const RopeTable&) override {}
+  std::unique_ptr<WeightMemory> make_weight_memory() override { return make_host_weight_memory(); }
 
   void add(float* y, const float* x, size_t n) override { cpu_add(y, x, n); }
   void embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) override {

@@ -34,6 +34,7 @@ class CudaOps final : public Ops {
   void synchronize() override;
   void prepare(const TensorView& t) override;
   void prepare(const RopeTable& t) override;
+  std::unique_ptr<WeightMemory> make_weight_memory() override;
 
   void add(float* y, const float* x, size_t n) override;
   void embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) override;
