@@ -13,29 +13,12 @@
 #include "model/checkpoint.h"
 #include "model/error.h"
 #include "model/presets.h"
+#include "model/step_bytes.h"
 
 namespace {
 
 using dsv4::ByteClass;
-using dsv4::CensusEntry;
 using dsv4::ExpertRecipe;
-
-// "layers.l.ffn.experts.e.w1.weight" -> e; -1 for a tensor outside the routed experts.
-int64_t expert_index(const std::string& name) {
-  static const std::string kTag = ".ffn.experts.";
-  const size_t at = name.find(kTag);
-  if (at == std::string::npos) return -1;
-  return std::stoll(name.substr(at + kTag.size()));
-}
-
-// Bytes of one census entry that a decode step reads (§5.3).
-uint64_t step_read(const CensusEntry& e, const dsv4::ModelConfig& c) {
-  if (e.cls == ByteClass::embed) return e.bytes() / static_cast<uint64_t>(c.vocab_size);  // one row
-  if (e.name.ends_with(".ffn.gate.tid2eid")) return e.bytes() / static_cast<uint64_t>(c.vocab_size);
-  const int64_t expert = expert_index(e.name);
-  if (expert >= c.num_experts_per_tok) return 0;  // K experts read; all are the same size
-  return e.bytes();
-}
 
 int run(int argc, char** argv) {
   cxxopts::Options opts("dsv4-step-bytes",
@@ -77,16 +60,9 @@ int run(int argc, char** argv) {
                                   args.count("trunk-layers") ? args["trunk-layers"].as<int>() : 0);
     co.trunk_experts = dsv4::expert_recipe_by_name(args["experts"].as<std::string>());
   }
-  co.drafter_blocks = 0;            // a decode step never reads the drafter
-  co.nvfp4_input_scale = false;     // stored but ignored on load (C3): never read
-
-  std::map<ByteClass, uint64_t> by_class;
+  const std::map<ByteClass, uint64_t> by_class = dsv4::step_weight_bytes(config, co.trunk_experts);
   uint64_t total = 0;
-  for (const CensusEntry& e : dsv4::tensor_census(config, co)) {
-    const uint64_t b = step_read(e, config);
-    by_class[e.cls] += b;
-    total += b;
-  }
+  for (const auto& [cls, bytes] : by_class) total += bytes;
   std::printf("bytes one decode step reads (CHECKPOINT.md §5.3): %s, %d trunk layers, %s experts "
               "(K = %d of %d)\n", config.source.c_str(), config.num_hidden_layers,
               co.trunk_experts == ExpertRecipe::nvfp4 ? "nvfp4" : "mxfp4",

@@ -102,8 +102,8 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
   rt.ckpt = open_weights(cfg);
   const ModelConfig& mc = rt.ckpt->config();
   const bool speculative = cfg.drafter != "none";
-  const auto ranges =
-      plan_placement(cfg.placement, placement_bytes(*rt.ckpt, speculative), size);
+  const PlacementBytes bytes = placement_bytes(*rt.ckpt, speculative);
+  const auto ranges = plan_placement(cfg.placement, bytes, size);
   rt.max_seq = cfg.effective_max_seq(mc.max_position_embeddings);
   if (rank == 0) {
     std::string split;
@@ -116,6 +116,9 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
   rt.backend = make_ops(cfg, device);
   rt.ops = rt.backend.get();
   attach_backend_memory(*rt.ckpt, *rt.backend);
+  const LayerRange mine = ranges[static_cast<size_t>(rank)];
+  const uint64_t need = stage_weight_bytes(bytes, mine, rank == 0, rank == size - 1);
+  const uint64_t free_before = refuse_unless_fits(*rt.backend, need, rank, mine);
   if (cfg.profile_ops) {
     rt.profiler = std::make_unique<TimedOps>(*rt.backend);
     rt.profiler->set_active(false);  // the hooks switch it on per operation
@@ -145,6 +148,10 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
             size > 1 ? transport_name(cfg.effective_transport()) : "none");
   log->info("resident bytes {} (stage {}), shards opened: {}", rt.ckpt->bytes_loaded(),
             rt.stage->resident_bytes(), shards.empty() ? "none" : shards);
+  const uint64_t free_after = rt.backend->make_weight_memory()->free_bytes();
+  log->info("memory: weights {:.3f} GB by the census of this rank's placement, {:.3f} GB free before "
+            "load, {:.3f} GB after{}", need / 1e9, free_before / 1e9, free_after / 1e9,
+            rt.ckpt->synthetic() ? cat(", generated in ", rt.ckpt->weight_memory()->name()) : std::string());
 
   rt.device = device;
   return rt;

@@ -21,4 +21,19 @@ void attach_backend_memory(Checkpoint& ckpt, Ops& ops) {
   if (ckpt.synthetic()) ckpt.attach_weight_memory(ops.make_weight_memory());
 }
 
+uint64_t stage_weight_bytes(const PlacementBytes& b, LayerRange r, bool first, bool last) {
+  uint64_t n = (first ? b.first : 0) + (last ? b.last : 0);
+  for (int l = r.begin; l < r.end; ++l) n += b.layers.at(static_cast<size_t>(l));
+  return n;
+}
+
+uint64_t refuse_unless_fits(Ops& ops, uint64_t need, int rank, LayerRange r) {
+  const uint64_t free_b = ops.make_weight_memory()->free_bytes();
+  if (need > free_b)
+    throw Error(cat("placement: rank ", rank, " (layers [", r.begin, ", ", r.end, ") on ", ops.name(),
+                    ") needs ", need, " B of weights but its memory has ", free_b,
+                    " B free: run more ranks or list a placement that fits"));
+  return free_b;
+}
+
 }  // namespace dsv4

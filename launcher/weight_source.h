@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "kernels/ops.h"
+#include "launcher/placement_plan.h"
 #include "launcher/run_config.h"
 #include "model/checkpoint.h"
 
@@ -14,5 +15,11 @@ namespace dsv4 {
 std::unique_ptr<Checkpoint> open_weights(const RunConfig& c);
 // Synthetic weights: generated from now on in `ops`' memory (device memory for cuda).
 void attach_backend_memory(Checkpoint& ckpt, Ops& ops);
+
+// The census bytes of a stage's weights (its layers, plus the first / last rank's extras).
+uint64_t stage_weight_bytes(const PlacementBytes& b, LayerRange r, bool first, bool last);
+// Refuses, before anything is loaded or generated, a stage whose weights do not fit the
+// backend's free memory; returns the free bytes.
+uint64_t refuse_unless_fits(Ops& ops, uint64_t need, int rank, LayerRange r);
 
 }  // namespace dsv4

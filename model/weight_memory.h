@@ -35,6 +35,7 @@ class WeightMemory {
   // The load-time value check of a view in this memory.
   virtual FaultAt first_fault(const TensorView& v, bool block_scale) const = 0;
   virtual uint64_t bytes() const = 0;     // generated so far
+  virtual uint64_t free_bytes() const = 0;  // what is left for more (device or host memory)
 };
 
 std::unique_ptr<WeightMemory> make_host_weight_memory();

@@ -1,5 +1,7 @@
 // Host weight memory: generated tensors in owned host buffers; views of any host memory
 // (mapped files too) read with memcpy and checked element by element.
+#include <unistd.h>
+
 #include <cstring>
 #include <vector>
 
@@ -43,6 +45,9 @@ class HostWeightMemory final : public WeightMemory {
     return first_fault_host(v.dtype, v.data, v.nbytes, block_scale);
   }
   uint64_t bytes() const override { return bytes_; }
+  uint64_t free_bytes() const override {
+    return static_cast<uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  }
 
  private:
   std::vector<std::vector<uint8_t>> blocks_;

@@ -48,6 +48,7 @@ class Layer {
   // SPECDECODE §2.5: ring slot p mod W = the kv path of x [1, H] (main_x) at position p.
   void write_context_row(LayerContext& ctx, const float* x, int64_t p);
   void reset(Ops& ops) { cache_.reset(ops); }
+  void fill_for_benchmark(Ops& ops, int64_t pos, uint64_t seed) { cache_.fill_for_benchmark(ops, pos, seed); }
 
   const BlockWeights& weights() const { return w_; }
   const LayerCache& cache() const { return cache_; }

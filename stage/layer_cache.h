@@ -46,6 +46,8 @@ class CompressorState {
   // SPECDECODE §4.3 rollback: restore the snapshot and replay the first n rows of the
   // round opened at pos0 (rows, shifts, counts; never re-pools).
   void rollback(Ops& ops, int64_t pos0, int n);
+  // LayerCache::fill_for_benchmark's part: pending rows seeded, blocks = pos / ratio.
+  void fill_for_benchmark(Ops& ops, int64_t pos, uint64_t seed);
 
  private:
   int slot_of(int64_t p) const;
@@ -80,6 +82,11 @@ struct LayerCache {
     return kvc.data() + static_cast<int64_t>(trans_base() + i) * head_dim;
   }
   void reset(Ops& ops);
+  // Benchmarks only (bench/decode_bench.cpp): the state after `pos` positions with
+  // generated contents instead of a prefill: ring and stores full of seeded values in
+  // [-1, 1), the compressors' block counts at pos / ratio, their pending rows seeded.
+  // The work of the next step is then that of position pos; its values mean nothing.
+  void fill_for_benchmark(Ops& ops, int64_t pos, uint64_t seed);
 };
 
 }  // namespace dsv4

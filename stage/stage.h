@@ -62,6 +62,10 @@ class Stage {
   void commit(int n);
   // Frees / re-initializes the sequence's caches (pos = 0).
   void reset();
+  // Benchmarks only: every layer's caches as after `pos` positions, with generated
+  // contents (LayerCache::fill_for_benchmark), so a decode step at a long context can be
+  // timed without its prefill. Tokens computed afterwards mean nothing.
+  void fill_for_benchmark(int64_t pos, uint64_t seed);
 
   // Last stage only: logits [rows, V] (backend memory) of h rows [rows, hc, H] (§4.25).
   void head_logits(const float* h, int rows, float* logits);

@@ -219,6 +219,12 @@ class CudaWeightMemory final : public WeightMemory {
   }
 
   uint64_t bytes() const override { return bytes_; }
+  uint64_t free_bytes() const override {
+    activate();
+    size_t free_b = 0, total_b = 0;
+    DSV4_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return free_b;
+  }
 
  private:
   void activate() const { DSV4_CUDA_CHECK(cudaSetDevice(device_)); }

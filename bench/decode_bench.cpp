@@ -1,0 +1,307 @@
+// dsv4-bench-decode: batch-1 decode and verify rounds of the whole model on one device
+// against the bandwidth floor (issue 11). Weights are generated in place (`weights:
+// synthetic`); by default the trunk layers of one kind share one layer's tensors so all
+// 43 Flash layers, the head and the drafter fit one H200 — every layer still streams its
+// own >= 220 MB per step through a 50 MB L2, so the sharing cannot be served from cache.
+// A context of P positions is reached by filling every cache with generated content
+// (Stage::fill_for_benchmark), not by a prefill. A step is what rank 0 waits for: the
+// layers, the head and the argmax back on the host; ms per step is the median of
+// --steps timed steps after --warmup.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cxxopts.hpp>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/checkpoint.h"
+#include "model/error.h"
+#include "model/presets.h"
+#include "model/step_bytes.h"
+#include "stage/stage.h"
+
+namespace {
+
+using namespace dsv4;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kFloorTBs = 4.3;  // CHECKPOINT.md §5.4, decision C11: measured copy bandwidth
+
+std::vector<int64_t> int_list(const std::string& text, const char* flag) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      out.push_back(std::stoll(item, &used));
+      if (used != item.size() || out.back() < 1) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      throw Error(cat(flag, ": '", item, "' is not a positive integer (expected e.g. 1,2,3)"));
+    }
+  }
+  if (out.empty()) throw Error(cat(flag, ": empty list"));
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Row {
+  std::string kind;      // plain | verify
+  int64_t context = 0;   // position of the first row
+  int rows = 1;
+  double ms = 0, ms_min = 0, ms_max = 0;
+  uint64_t weight_bytes = 0, context_bytes = 0;
+  double plain_ms = 0;   // verify: the plain step at the same context
+};
+
+// Times `steps` calls of `step` after `warmup` (each call ends synchronized on the host).
+template <class F>
+std::vector<double> time_steps(int warmup, int steps, F step) {
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> ms;
+  for (int i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
+    step();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return ms;
+}
+
+Row finish(Row r, const std::vector<double>& ms) {
+  r.ms = median(ms);
+  r.ms_min = *std::min_element(ms.begin(), ms.end());
+  r.ms_max = *std::max_element(ms.begin(), ms.end());
+  return r;
+}
+
+int run(int argc, char** argv) {
+  cxxopts::Options opts("dsv4-bench-decode",
+                        "Batch-1 decode and verify rounds of the whole model on one device, with "
+                        "weights generated in place, against the bandwidth floor (bench/README.md).\n"
+                        "Example: dsv4-bench-decode --json out.json");
+  opts.add_options()
+      ("backend", "cuda | cpu", cxxopts::value<std::string>()->default_value("cuda"))
+      ("preset", "tiny | flash", cxxopts::value<std::string>()->default_value("flash"))
+      ("trunk-layers", "flash only: trunk layers 0..N-1, no drafter and no verify rows (0: all 43 + DSpark)",
+       cxxopts::value<int>()->default_value("0"))
+      ("experts", "trunk expert recipe nvfp4 | mxfp4", cxxopts::value<std::string>()->default_value("nvfp4"))
+      ("seed", "weights seed", cxxopts::value<uint64_t>()->default_value("1"))
+      ("share-layers", "layers of one kind share tensors (needed to fit all of Flash on one GPU)",
+       cxxopts::value<bool>()->default_value("true"))
+      ("contexts", "plain-decode positions", cxxopts::value<std::string>()->default_value("128,4096,32768,65536"))
+      ("verify-context", "position of the verify rounds", cxxopts::value<int64_t>()->default_value("4096"))
+      ("verify-rows", "verify round sizes T", cxxopts::value<std::string>()->default_value("1,2,3,4,5,6"))
+      ("steps", "timed steps per row (median)", cxxopts::value<int>()->default_value("20"))
+      ("warmup", "untimed steps first", cxxopts::value<int>()->default_value("3"))
+      ("json", "write the rows to FILE (bench/README.md schema)", cxxopts::value<std::string>())
+      ("label", "free text recorded in the JSON (commit, machine)", cxxopts::value<std::string>()->default_value(""))
+      ("h,help", "show this help");
+  cxxopts::ParseResult args;
+  try {
+    args = opts.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw Error(cat(e.what(), " (see --help)"));
+  }
+  if (args.count("help")) {
+    std::cout << opts.help() << "\n";
+    return 0;
+  }
+  if (!args.unmatched().empty()) throw Error(cat("unexpected argument '", args.unmatched().front(), "' (see --help)"));
+  const int steps = args["steps"].as<int>(), warmup = args["warmup"].as<int>();
+  if (steps < 1 || warmup < 0) throw Error("--steps must be >= 1 and --warmup >= 0");
+  const std::vector<int64_t> contexts = int_list(args["contexts"].as<std::string>(), "--contexts");
+  const std::vector<int64_t> verify_rows = int_list(args["verify-rows"].as<std::string>(), "--verify-rows");
+  const int64_t verify_ctx = args["verify-context"].as<int64_t>();
+
+  const ModelConfig cfg = preset_by_name(args["preset"].as<std::string>(), args["trunk-layers"].as<int>());
+  SyntheticOptions so;
+  so.seed = args["seed"].as<uint64_t>();
+  so.trunk_experts = expert_recipe_by_name(args["experts"].as<std::string>());
+  so.share_layers_by_kind = args["share-layers"].as<bool>();
+  const std::string backend = args["backend"].as<std::string>();
+  if (backend != "cuda" && backend != "cpu") throw Error(cat("--backend: '", backend, "' (cuda or cpu)"));
+  std::unique_ptr<Ops> ops = backend == "cuda" ? make_cuda_ops(0) : make_cpu_ops();
+  Checkpoint ckpt(cfg, so);
+  ckpt.attach_weight_memory(ops->make_weight_memory());
+  const bool verify = cfg.dspark.present;
+  const int tmax = verify ? cfg.dspark.block_size + 1 : 0;
+  for (int64_t t : verify_rows)
+    if (verify && t > tmax) throw Error(cat("--verify-rows: T = ", t, " exceeds block_size + 1 = ", tmax));
+
+  int64_t max_pos = std::max(*std::max_element(contexts.begin(), contexts.end()), verify_ctx);
+  const int64_t max_seq = std::min<int64_t>(max_pos + (warmup + steps + 1) * std::max<int>(tmax, 1) + 8,
+                                            cfg.max_position_embeddings);
+  StageSpec spec;
+  spec.layers = {0, cfg.num_hidden_layers};
+  spec.max_seq = max_seq;
+  spec.max_prompt = std::max(tmax, 1);
+
+  const auto t_load = Clock::now();
+  std::fprintf(stderr, "dsv4-bench-decode: %s, %d trunk layers, generating weights in %s%s ...\n",
+               cfg.source.c_str(), cfg.num_hidden_layers, ckpt.weight_memory()->name().c_str(),
+               so.share_layers_by_kind ? " (layers of one kind shared)" : "");
+  Stage plain(ckpt, *ops, spec);
+  std::unique_ptr<Stage> spec_stage;
+  if (verify) {
+    StageSpec s = spec;
+    s.drafter = true;
+    spec_stage = std::make_unique<Stage>(ckpt, *ops, s);
+  }
+  ops->synchronize();
+  const double load_s = std::chrono::duration<double>(Clock::now() - t_load).count();
+  const uint64_t generated = ckpt.weight_memory()->bytes(), free_after = ckpt.weight_memory()->free_bytes();
+  std::printf("weights: %.2f GB generated in %.1f s; plain stage resident (weights as read + caches) %.2f GB; "
+              "%.2f GB free after load\n",
+              generated / 1e9, load_s, plain.resident_bytes() / 1e9, free_after / 1e9);
+
+  const auto by_class = step_weight_bytes(cfg, so.trunk_experts);
+  uint64_t weight_bytes = 0;
+  for (const auto& [cls, b] : by_class) weight_bytes += b;
+  uint64_t smallest_layer = UINT64_MAX;
+  {
+    CensusOptions co;
+    co.trunk_experts = so.trunk_experts;
+    const auto census = tensor_census(cfg, co);
+    for (int l = 0; l < cfg.num_hidden_layers; ++l) {
+      uint64_t b = 0;
+      for (const CensusEntry& e : census)
+        if (e.layer_id == l) b += step_read_bytes(e, cfg);
+      smallest_layer = std::min(smallest_layer, b);
+    }
+  }
+  std::printf("step weight bytes %llu (%.3f ms at %.1f TB/s); the smallest layer reads %.0f MB per step\n",
+              static_cast<unsigned long long>(weight_bytes), weight_bytes / (kFloorTBs * 1e9), kFloorTBs,
+              smallest_layer / 1e6);
+
+  const int64_t V = cfg.vocab_size;
+  const size_t hrow = static_cast<size_t>(cfg.hc_mult) * cfg.hidden_size;
+  const int rows_cap = std::max(tmax, 1);
+  FBuf h = ops->alloc(rows_cap * hrow), logits = ops->alloc(rows_cap * V);
+  FBuf taps = ops->alloc(verify ? rows_cap * cfg.dspark.target_layer_ids.size() * cfg.hidden_size : 1);
+  std::vector<int32_t> next(static_cast<size_t>(rows_cap), 17);
+  auto valid = [&](int32_t t) { return t >= 0 && t < V ? t : 17; };
+
+  std::vector<Row> rows;
+  std::map<int64_t, double> plain_ms;
+  for (int64_t p : contexts) {
+    plain.fill_for_benchmark(p, 0xC0FFEEu + p);
+    const auto ms = time_steps(warmup, steps, [&] {
+      plain.decode(valid(next[0]), h.data(), nullptr);
+      plain.head_logits(h.data(), 1, logits.data());
+      ops->argmax(logits.data(), 1, V, next.data());
+    });
+    Row r;
+    r.kind = "plain";
+    r.context = p;
+    r.weight_bytes = weight_bytes;
+    r.context_bytes = step_context_bytes(cfg, p).total();
+    rows.push_back(finish(r, ms));
+    plain_ms[p] = rows.back().ms;
+    std::fprintf(stderr, "plain @ %lld: %.3f ms\n", static_cast<long long>(p), rows.back().ms);
+  }
+  if (verify) {
+    if (!plain_ms.count(verify_ctx)) {
+      plain.fill_for_benchmark(verify_ctx, 0xC0FFEEu + verify_ctx);
+      plain_ms[verify_ctx] = median(time_steps(warmup, steps, [&] {
+        plain.decode(valid(next[0]), h.data(), nullptr);
+        plain.head_logits(h.data(), 1, logits.data());
+        ops->argmax(logits.data(), 1, V, next.data());
+      }));
+    }
+    for (int64_t t : verify_rows) {
+      spec_stage->fill_for_benchmark(verify_ctx, 0xBEEFu + t);
+      std::vector<int32_t> ids(static_cast<size_t>(t));
+      const auto ms = time_steps(warmup, steps, [&] {
+        for (int64_t i = 0; i < t; ++i) ids[i] = valid(next[i % rows_cap] + static_cast<int32_t>(i)) % V;
+        spec_stage->verify(ids, h.data(), taps.data());
+        spec_stage->head_logits(h.data(), static_cast<int>(t), logits.data());
+        ops->argmax(logits.data(), static_cast<int>(t), V, next.data());
+        spec_stage->commit(static_cast<int>(t));
+      });
+      Row r;
+      r.kind = "verify";
+      r.context = verify_ctx;
+      r.rows = static_cast<int>(t);
+      r.weight_bytes = weight_bytes;  // dense once; the experts of T rows: see bench/README.md
+      r.context_bytes = step_context_bytes(cfg, verify_ctx).total() * static_cast<uint64_t>(t);
+      r.plain_ms = plain_ms[verify_ctx];
+      rows.push_back(finish(r, ms));
+      std::fprintf(stderr, "verify T=%lld @ %lld: %.3f ms\n", static_cast<long long>(t),
+                   static_cast<long long>(verify_ctx), rows.back().ms);
+    }
+  }
+
+  std::printf("%-7s %8s %4s %10s %10s %10s %14s %14s %8s %10s %9s\n", "kind", "context", "T", "ms/step",
+              "min", "max", "weight_bytes", "context_bytes", "TB/s", "x_floor4.3", "x_plain");
+  nlohmann::ordered_json out;
+  out["tool"] = "dsv4-bench-decode";
+  out["label"] = args["label"].as<std::string>();
+  out["backend"] = backend;
+  out["model"] = cfg.source;
+  out["experts"] = args["experts"].as<std::string>();
+  out["shared_layers"] = so.share_layers_by_kind;
+  out["generated_bytes"] = generated;
+  out["load_s"] = load_s;
+  out["free_bytes_after_load"] = free_after;
+  out["smallest_layer_step_bytes"] = smallest_layer;
+  out["weight_bytes_by_class"] = nlohmann::ordered_json::object();
+  for (const auto& [cls, b] : by_class) out["weight_bytes_by_class"][byte_class_name(cls)] = b;
+  out["rows"] = nlohmann::ordered_json::array();
+  for (const Row& r : rows) {
+    const uint64_t bytes = r.weight_bytes + r.context_bytes;
+    const double floor_ms = bytes / (kFloorTBs * 1e9);
+    const double tbs = bytes / (r.ms * 1e9);
+    std::printf("%-7s %8lld %4d %10.3f %10.3f %10.3f %14llu %14llu %8.3f %10.2f %9s\n", r.kind.c_str(),
+                static_cast<long long>(r.context), r.rows, r.ms, r.ms_min, r.ms_max,
+                static_cast<unsigned long long>(r.weight_bytes), static_cast<unsigned long long>(r.context_bytes),
+                tbs, r.ms / floor_ms, r.kind == "verify" ? cat(r.ms / r.plain_ms).substr(0, 5).c_str() : "-");
+    nlohmann::ordered_json j;
+    j["kind"] = r.kind;
+    j["trunk_layers"] = cfg.num_hidden_layers;
+    j["context"] = r.context;
+    j["rows"] = r.rows;
+    j["ms_per_step"] = r.ms;
+    j["ms_min"] = r.ms_min;
+    j["ms_max"] = r.ms_max;
+    j["steps"] = steps;
+    j["step_bytes"] = bytes;
+    j["weight_bytes"] = r.weight_bytes;
+    j["context_bytes"] = r.context_bytes;
+    j["achieved_tb_s"] = tbs;
+    j["ratio_at_4_3"] = r.ms / floor_ms;
+    if (r.kind == "verify") j["ratio_to_plain"] = r.ms / r.plain_ms;
+    out["rows"].push_back(j);
+  }
+  if (args.count("json")) {
+    const std::string path = args["json"].as<std::string>();
+    const std::string tmp = path + ".partial";
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      f << out.dump(2) << "\n";
+      if (!f.good()) throw Error(cat("--json ", path, ": cannot write"));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(cat("--json ", path, ": cannot rename ", tmp));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "dsv4-bench-decode: error: " << e.what() << "\n";
+    return 2;
+  }
+}
