@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/timed_ops.h"
 #include "model/checkpoint.h"
 #include "model/error.h"
 #include "model/presets.h"
@@ -103,6 +104,9 @@ int run(int argc, char** argv) {
       ("verify-rows", "verify round sizes T", cxxopts::value<std::string>()->default_value("1,2,3,4,5,6"))
       ("steps", "timed steps per row (median)", cxxopts::value<int>()->default_value("20"))
       ("warmup", "untimed steps first", cxxopts::value<int>()->default_value("3"))
+      ("profile-context", "also an op-by-op profile of plain steps at this position (kernels/timed_ops.h; "
+                          "synchronizes around every op, so it is a separate pass); 0: none",
+       cxxopts::value<int64_t>()->default_value("4096"))
       ("json", "write the rows to FILE (bench/README.md schema)", cxxopts::value<std::string>())
       ("label", "free text recorded in the JSON (commit, machine)", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help");
@@ -239,6 +243,23 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "verify T=%lld @ %lld: %.3f ms\n", static_cast<long long>(t),
                    static_cast<long long>(verify_ctx), rows.back().ms);
     }
+  }
+
+  const int64_t profile_ctx = args["profile-context"].as<int64_t>();
+  if (profile_ctx > 0) {
+    TimedOps timed(*ops);
+    Stage profiled(ckpt, timed, spec);
+    profiled.fill_for_benchmark(profile_ctx, 0xFACEu);
+    timed.set_active(false);
+    for (int i = 0; i < warmup + steps; ++i) {
+      timed.set_active(i >= warmup);
+      profiled.decode(valid(next[0]), h.data(), nullptr);
+      profiled.head_logits(h.data(), 1, logits.data());
+      timed.argmax(logits.data(), 1, V, next.data());
+      if (i >= warmup) timed.count_step();
+    }
+    std::printf("op profile of plain steps at context %lld (every op synchronized):\n%s\n",
+                static_cast<long long>(profile_ctx), timed.table().c_str());
   }
 
   std::printf("%-7s %8s %4s %10s %10s %10s %14s %14s %8s %10s %9s\n", "kind", "context", "T", "ms/step",
