@@ -23,7 +23,9 @@
 #include "launcher/placement_plan.h"
 #include "launcher/rank_log.h"
 #include "launcher/replay.h"
+#include "launcher/run_checks.h"
 #include "launcher/run_config.h"
+#include "launcher/startup_agreement.h"
 #include "launcher/spec_stats.h"
 #include "model/checkpoint.h"
 #include "model/error.h"
@@ -48,6 +50,7 @@ struct RankRuntime {
   std::unique_ptr<ControlPlane> control;
   std::unique_ptr<DataPlane> data;
   std::unique_ptr<Pipeline> pipeline;
+  std::vector<LayerRange> ranges;  // the placement, one range per rank
   int64_t max_seq = 0;
   int device = -1;  // GPU of this rank (cuda backend)
 };
@@ -94,22 +97,28 @@ PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
   return hooks;
 }
 
-RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
-                       std::shared_ptr<spdlog::logger> log) {
-  const int rank = ep.rank(), size = ep.size();
-  RankRuntime rt;
+// Start-up, part 1: config.json and the index only (no weight is read): the run checked
+// against the model, and the placement every rank computes alike.
+void plan_rank(const RunConfig& cfg, MpiEndpoint& ep, RankRuntime& rt,
+               const std::shared_ptr<spdlog::logger>& log) {
   rt.ckpt = std::make_unique<Checkpoint>(cfg.model);
-  const ModelConfig& mc = rt.ckpt->config();
+  check_run_against_model(cfg, *rt.ckpt);
   const bool speculative = cfg.drafter != "none";
-  const auto ranges =
-      plan_placement(cfg.placement, placement_bytes(*rt.ckpt, speculative), size);
-  rt.max_seq = cfg.effective_max_seq(mc.max_position_embeddings);
-  if (rank == 0) {
+  rt.ranges = plan_placement(cfg.placement, placement_bytes(*rt.ckpt, speculative), ep.size());
+  rt.max_seq = cfg.effective_max_seq(rt.ckpt->config().max_position_embeddings);
+  if (ep.rank() == 0) {
     std::string split;
-    for (const auto& r : ranges) split += cat(split.empty() ? "" : " | ", r.begin, "-", r.end - 1);
-    log->info("placement over {} rank(s): layers {}", size, split);
+    for (const auto& r : rt.ranges)
+      split += cat(split.empty() ? "" : " | ", r.begin, "-", r.end - 1);
+    log->info("placement over {} rank(s): layers {}", ep.size(), split);
   }
+}
 
+// Start-up, part 2 (every rank agreed on part 1): the rank's weights, backend and stage.
+void load_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank, RankRuntime& rt,
+               const std::shared_ptr<spdlog::logger>& log) {
+  const int rank = ep.rank(), size = ep.size();
+  const bool speculative = cfg.drafter != "none";
   int device = -1;
   if (cfg.backend == Backend::cuda) device = select_device(cfg.devices, rank, size, local_rank);
   rt.backend = make_ops(cfg, device);
@@ -123,7 +132,7 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
   StageSpec spec;
   spec.rank = rank;
   spec.n_ranks = size;
-  spec.layers = ranges[static_cast<size_t>(rank)];
+  spec.layers = rt.ranges[static_cast<size_t>(rank)];
   spec.max_seq = rt.max_seq;
   spec.max_prompt = static_cast<int64_t>(cfg.prompt_ids.size());  // the run's one prefill
   spec.numerics = cfg.numerics;
@@ -145,7 +154,6 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
             rt.stage->resident_bytes(), shards.empty() ? "none" : shards);
 
   rt.device = device;
-  return rt;
 }
 
 // Joins the ranks once every rank has loaded: the NCCL communicator's set-up is a
@@ -242,6 +250,28 @@ void log_exit(const std::shared_ptr<spdlog::logger>& log, int code) {
   std::fflush(stderr);
 }
 
+// Gathers every rank's start-up error ("" when fine); when any rank failed, logs one
+// line (this rank's error, or which rank stopped it) and returns true.
+bool stopped_at_setup(MpiEndpoint& ep, const std::string& setup_error,
+                      const std::shared_ptr<spdlog::logger>& log) {
+  const int rank = ep.rank();
+  const std::vector<std::string> errors = ep.gather_errors(setup_error);
+  for (int k = 0; k < ep.size(); ++k) {
+    const std::string& first = errors[static_cast<size_t>(k)];
+    if (first.empty()) continue;
+    if (k == rank) {
+      say(log, rank, cat("rank ", rank, " failed: ", first));
+    } else {
+      const bool own = !setup_error.empty() && setup_error != first;
+      say(log, rank, cat("rank ", rank, ": stopping because rank ", k, " failed",
+                         own ? cat("; this rank's own error: ", setup_error) : ""));
+    }
+    if (log) log->debug("exit status 1");
+    return true;
+  }
+  return false;
+}
+
 int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
   const int rank = ep.rank(), size = ep.size();
   std::shared_ptr<spdlog::logger> log;
@@ -250,7 +280,9 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
   RankRuntime rt;
   bool replay_equal = false;
 
-  // Start-up: every rank parses, plans and loads on its own, then all agree on success.
+  // Start-up, in three steps each closed by a collective that every living rank reaches
+  // (so none waits for a rank that failed): parse and plan from config.json and the
+  // index; agree across ranks on what to run; load. Each step's errors stop every rank.
   std::string setup_error;
   try {
     cli = parse_cli(argc, argv);
@@ -270,34 +302,29 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
       auto ops = make_ops(cfg, 0);
       replay_equal = replay_stage(cfg, *cli.stage_only, cli.replay, *ops, *log);
     } else {
-      if (rank == 0) {
-        GenerationRequest req;
-        req.prompt = cfg.prompt_ids;
-        req.max_new = cfg.max_new;
-        req.stop_ids = cfg.stop_ids;
-        // max_seq and V are checked again by the coordinator once the model is known.
-        check_admission(req, INT64_MAX, INT32_MAX);
-      }
-      rt = build_rank(cfg, ep, local_rank, log);
+      plan_rank(cfg, ep, rt, log);
     }
   } catch (const std::exception& e) {
     setup_error = e.what();
   }
-  const std::vector<std::string> errors = ep.gather_errors(setup_error);
-  for (int k = 0; k < size; ++k) {
-    const std::string& first = errors[static_cast<size_t>(k)];
-    if (first.empty()) continue;
-    if (k == rank) {
-      say(log, rank, cat("rank ", rank, " failed: ", first));
-    } else {
-      const bool own = !setup_error.empty() && setup_error != first;
-      say(log, rank, cat("rank ", rank, ": stopping because rank ", k, " failed",
-                         own ? cat("; this rank's own error: ", setup_error) : ""));
-    }
-    if (log) log->debug("exit status 1");
-    return 1;
-  }
+  if (stopped_at_setup(ep, setup_error, log)) return 1;
   if (cli.stage_only) return replay_equal ? 0 : 1;
+
+  if (size > 1) {
+    const std::string disagreement =
+        startup_disagreement(ep, agreement_items(cfg, *rt.ckpt, rt.ranges));
+    if (stopped_at_setup(ep, rank == 0 ? disagreement : std::string(), log)) return 1;
+  }
+  try {
+    load_rank(cfg, ep, local_rank, rt, log);
+  } catch (const std::bad_alloc&) {
+    setup_error = cat("out of host memory while loading layers [", rt.ranges[static_cast<size_t>(rank)].begin, ", ",
+                      rt.ranges[static_cast<size_t>(rank)].end, ") (max_seq ", rt.max_seq, ", sliding_window ",
+                      rt.ckpt->config().sliding_window, " of ", rt.ckpt->config().source, ")");
+  } catch (const std::exception& e) {
+    setup_error = e.what();
+  }
+  if (stopped_at_setup(ep, setup_error, log)) return 1;
 
   try {
     connect_rank(cfg, ep, rt, log);
