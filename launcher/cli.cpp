@@ -1,6 +1,7 @@
 #include "launcher/cli.h"
 
 #include <charconv>
+#include <cmath>
 #include <climits>
 #include <cxxopts.hpp>
 
@@ -30,6 +31,8 @@ Run config keys (YAML; configs/README.md documents each):
                  default none: run to max_new. [<eos_token_id> of config.json] stops at EOS
   profile_ops    true | false (default): time every op of the decode steps (synchronizing
                  around each) and log a per-op table on every rank at the end
+  liveness_timeout_s  seconds a peer may send no heartbeat before every rank stops
+                 naming it (default 300; 0 = never)
 Run with mpirun -np P for P pipeline stages, or directly for one.
 )";
 
@@ -62,6 +65,8 @@ cxxopts::Options make_options() {
      cxxopts::value<std::string>())
     ("profile-ops", "time every op of the decode steps; each rank logs a table at the end "
      "(sets profile_ops: true)")
+    ("liveness-timeout", "seconds without a peer's heartbeat before it is declared failed, "
+     "0 = never (overrides liveness_timeout_s:, default 300)", cxxopts::value<std::string>())
     ("h,help", "print this help");
   return o;
 }
@@ -109,6 +114,14 @@ CliOptions parse_cli(int argc, char** argv) {
   };
   cli.max_new = integer("max-new", 1, INT64_MAX);
   if (const auto depth = integer("spec-depth", 0, INT32_MAX)) cli.spec_depth = static_cast<int>(*depth);
+  if (r.count("liveness-timeout")) {
+    const std::string text = r["liveness-timeout"].as<std::string>();
+    double v = -1;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v < 0)
+      throw Error(cat("--liveness-timeout: ", text, " is not a number of seconds >= 0"));
+    cli.liveness_timeout_s = v;
+  }
   cli.profile_ops = r.count("profile-ops") > 0;
   if (r.count("dump-logits")) cli.dump_logits = r["dump-logits"].as<std::string>();
   if (r.count("spec-stats")) cli.spec_stats = r["spec-stats"].as<std::string>();
@@ -130,6 +143,7 @@ void apply_cli(const CliOptions& cli, RunConfig& c) {
   if (cli.max_new) c.max_new = *cli.max_new;
   if (cli.spec_depth) c.spec_depth = *cli.spec_depth;
   if (cli.profile_ops) c.profile_ops = true;
+  if (cli.liveness_timeout_s) c.liveness_timeout_s = *cli.liveness_timeout_s;
 }
 
 }  // namespace dsv4

@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "comm/control_plane.h"
+#include "comm/liveness.h"
 #include "comm/data_plane.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_endpoint.h"
@@ -20,11 +23,14 @@
 #include "launcher/device_select.h"
 #include "launcher/fault_injection.h"
 #include "launcher/logits_dump.h"
+#include "launcher/output_files.h"
+#include "launcher/process_exit.h"
 #include "launcher/placement_plan.h"
 #include "launcher/rank_log.h"
 #include "launcher/replay.h"
 #include "launcher/run_checks.h"
 #include "launcher/run_config.h"
+#include "launcher/signal_watch.h"
 #include "launcher/startup_agreement.h"
 #include "launcher/spec_stats.h"
 #include "model/checkpoint.h"
@@ -51,6 +57,7 @@ struct RankRuntime {
   std::unique_ptr<DataPlane> data;
   std::unique_ptr<Pipeline> pipeline;
   std::vector<LayerRange> ranges;  // the placement, one range per rank
+  FaultInjection faults;           // DSV4_FAULT_INJECT's share of this rank
   int64_t max_seq = 0;
   int device = -1;  // GPU of this rank (cuda backend)
 };
@@ -73,7 +80,7 @@ std::unique_ptr<DataPlane> make_data_plane(const RunConfig& c, MpiEndpoint& ep, 
 PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
                          std::shared_ptr<spdlog::logger> log) {
   PipelineHooks hooks;
-  hooks.before_op = fault_hook_from_env(rank);
+  hooks.before_op = rt.faults.hook();
   TimedOps* profiler = rt.profiler.get();
   if (profiler) {  // the table covers every operation but the prefill
     hooks.before_op = [fault = hooks.before_op, profiler](int op, const OpHeader& h) {
@@ -83,11 +90,10 @@ PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
   }
   hooks.after_op = [log, profiler](int op, const OpHeader& h, double ms) {
     log->debug("op {} {} pos {} T {}: {:.3f} ms", op, op_kind_name(h.kind), h.pos, h.rows(), ms);
+    check_rank_log();  // a log that cannot be written fails the run
     if (profiler && (h.kind == OpKind::decode || h.kind == OpKind::verify)) profiler->count_step();
   };
   if (!cfg.dump_boundary.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(cfg.dump_boundary, ec);  // ranks may race here
     const StageSpec spec = rt.stage->spec();
     const ModelConfig& mc = rt.ckpt->config();
     hooks.boundary = [dir = cfg.dump_boundary, spec, &mc](const BoundaryRecord& rec) {
@@ -101,6 +107,7 @@ PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
 // against the model, and the placement every rank computes alike.
 void plan_rank(const RunConfig& cfg, MpiEndpoint& ep, RankRuntime& rt,
                const std::shared_ptr<spdlog::logger>& log) {
+  rt.faults = FaultInjection(fault_plan_from_env(ep.size()), ep.rank());
   rt.ckpt = std::make_unique<Checkpoint>(cfg.model);
   check_run_against_model(cfg, *rt.ckpt);
   const bool speculative = cfg.drafter != "none";
@@ -242,6 +249,7 @@ void say(const std::shared_ptr<spdlog::logger>& log, int rank, const std::string
 // before the failure protocol's last exchange (see below), because once the failing
 // rank exits, mpirun may kill every rank that is still running.
 void log_exit(const std::shared_ptr<spdlog::logger>& log, int code) {
+  remove_partial_outputs();
   if (log) {
     log->debug("exit status {}", code);
     log->flush();
@@ -272,7 +280,18 @@ bool stopped_at_setup(MpiEndpoint& ep, const std::string& setup_error,
   return false;
 }
 
-int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
+// Start-up check of every output path (issue 17 item 4): before any work, so a bad path
+// costs nothing. Rank 0 writes the JSON files and clears a previous dump's files.
+void prepare_outputs(const RunConfig& cfg, const CliOptions& cli, int rank) {
+  if (rank == 0 && !cli.dump_logits.empty()) prepare_output_file(cli.dump_logits, "--dump-logits");
+  if (rank == 0 && !cli.spec_stats.empty()) prepare_output_file(cli.spec_stats, "--spec-stats");
+  if (!cfg.dump_boundary.empty()) {
+    prepare_output_dir(cfg.dump_boundary, "dump_boundary");
+    if (rank == 0) clear_boundary_dump(cfg.dump_boundary);
+  }
+}
+
+int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMonitor& liveness) {
   const int rank = ep.rank(), size = ep.size();
   std::shared_ptr<spdlog::logger> log;
   CliOptions cli;
@@ -293,8 +312,13 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
     cfg = load_run_config(cli.config);
     apply_cli(cli, cfg);
     check_run_config(cfg);
+    liveness.set_timeout(cfg.liveness_timeout_s);
+    if (!cfg.log_dir.empty()) prepare_output_dir(cfg.log_dir, "log_dir");
     log = make_rank_logger(rank, cfg.log_dir);
+    set_exit_logger(rank, log);
     log->debug("pid {}", static_cast<long>(getpid()));
+    check_rank_log();
+    if (!cli.stage_only) prepare_outputs(cfg, cli, rank);
     if (cli.stage_only) {
       if (size != 1)
         throw Error(cat("--stage-only: runs as a single process (started with ", size,
@@ -310,12 +334,15 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
   if (stopped_at_setup(ep, setup_error, log)) return 1;
   if (cli.stage_only) return replay_equal ? 0 : 1;
 
+  const std::vector<AgreementItem> items = agreement_items(cfg, *rt.ckpt, rt.ranges);
   if (size > 1) {
-    const std::string disagreement =
-        startup_disagreement(ep, agreement_items(cfg, *rt.ckpt, rt.ranges));
+    const std::string disagreement = startup_disagreement(ep, items);
     if (stopped_at_setup(ep, rank == 0 ? disagreement : std::string(), log)) return 1;
   }
   try {
+    if (rank == 0 && !cfg.dump_boundary.empty())  // what a replay checks (boundary_dump.h)
+      write_file_atomically(cat(cfg.dump_boundary, "/", kRunDescriptionFile), encode_items(items),
+                            "dump_boundary");
     load_rank(cfg, ep, local_rank, rt, log);
   } catch (const std::bad_alloc&) {
     setup_error = cat("out of host memory while loading layers [", rt.ranges[static_cast<size_t>(rank)].begin, ", ",
@@ -334,6 +361,8 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
       rt.pipeline->serve();
     }
     if (rt.profiler) log_op_profile(*rt.profiler, rank, *log);
+    if (const std::string missed = rt.faults.missed(); !missed.empty()) log->warn(missed);
+    check_rank_log();
     log->debug("exit status 0");
     return 0;
   } catch (const PeerFailed& f) {
@@ -359,12 +388,40 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
 }  // namespace
 
 int run_process(int argc, char** argv) {
-  MPI_CHECK(MPI_Init(&argc, &argv));
+  block_stop_signals();  // before MPI starts its threads, so they inherit the mask
+  int provided = MPI_THREAD_SINGLE;
+  MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  set_exit_logger(rank, nullptr);
+  watch_stop_signals(rank);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "[r%d] rank %d failed: the MPI library lacks MPI_THREAD_MULTIPLE, which "
+                 "the liveness heartbeat thread needs (comm/liveness.h)\n", rank, rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   const int local_rank = node_local_rank(MPI_COMM_WORLD);
   int code = 0;
   {
+    LivenessMonitor liveness(MPI_COMM_WORLD, RunConfig::kDefaultLivenessTimeout,
+                             [rank, &liveness](int silent_rank, double seconds) {
+                               exit_process(1, spdlog::level::err,
+                                            cat("rank ", rank, ": stopping because rank ",
+                                                silent_rank, " stopped responding (no heartbeat "
+                                                "for ", static_cast<int>(seconds),
+                                                " s; liveness_timeout_s ", liveness.timeout(), ")"));
+                             });
     MpiEndpoint ep(MPI_COMM_WORLD);
-    code = run_rank(argc, argv, ep, local_rank);
+    code = run_rank(argc, argv, ep, local_rank, liveness);
+    liveness.stop();
+    // MPI_Finalize waits for every rank; one that froze after this rank stopped watching
+    // must not hold it forever.
+    const double timeout = liveness.timeout();
+    if (timeout > 0)
+      std::thread([timeout, code] {
+        std::this_thread::sleep_for(std::chrono::duration<double>(timeout));
+        std::_Exit(code);
+      }).detach();
   }
   MPI_CHECK(MPI_Finalize());
   return code;

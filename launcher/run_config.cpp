@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
+#include <cmath>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -64,6 +65,16 @@ class Reader {
       throw Error(cat(where(key), ": '", text, "' is not an integer"));
     if (v < min) throw Error(cat(where(key), ": ", v, " is below the minimum ", min));
     if (v > max) throw Error(cat(where(key), ": ", v, " is above the maximum ", max));
+    return v;
+  }
+  // A finite decimal number >= min (seconds and the like).
+  double number(const YAML::Node& n, const std::string& key, double min) const {
+    const std::string text = scalar(n, key);
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(v))
+      throw Error(cat(where(key), ": '", text, "' is not a finite number"));
+    if (v < min) throw Error(cat(where(key), ": ", v, " is below the minimum ", min));
     return v;
   }
   bool boolean(const YAML::Node& n, const std::string& key) const {
@@ -176,10 +187,11 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     else if (key == "spec_depth") c.spec_depth = static_cast<int>(rd.integer(v, key, 0, INT32_MAX));
     else if (key == "stop_ids") c.stop_ids = rd.int32s(v, key, 0);
     else if (key == "profile_ops") c.profile_ops = rd.boolean(v, key);
+    else if (key == "liveness_timeout_s") c.liveness_timeout_s = rd.number(v, key, 0);
     else
       throw Error(cat(rd.where(key), ": unknown key (known: model, backend, transport, "
                       "placement, max_seq, prompt_ids, max_new, numerics, devices, log_dir, "
-                      "dump_boundary, drafter, spec_depth, profile_ops, stop_ids)"));
+                      "dump_boundary, drafter, spec_depth, profile_ops, stop_ids, liveness_timeout_s)"));
   }
   return c;
 }
