@@ -198,7 +198,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
 
 RunConfig load_run_config(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error(cat("--config ", path, ": cannot open the run config"));
+  if (!in || std::filesystem::is_directory(path))
+    throw Error(cat("--config ", path, ": cannot open the run config (not a readable file)"));
   std::stringstream text;
   text << in.rdbuf();
   const auto base = std::filesystem::absolute(path).parent_path().string();
