@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "launcher/output_files.h"
 
@@ -21,6 +22,11 @@ void set_exit_logger(int rank, std::shared_ptr<spdlog::logger> log) {
 }
 
 void exit_process(int code, spdlog::level::level_enum level, const std::string& line) {
+  exit_process(code, std::chrono::milliseconds(0), level, line);
+}
+
+void exit_process(int code, std::chrono::milliseconds linger, spdlog::level::level_enum level,
+                  const std::string& line) {
   std::unique_lock<std::mutex> lock(exit_mutex);  // one exit at a time; a second waits for _Exit
   remove_partial_outputs();
   if (exit_log) {
@@ -32,6 +38,7 @@ void exit_process(int code, spdlog::level::level_enum level, const std::string& 
   }
   std::fflush(stdout);
   std::fflush(stderr);
+  std::this_thread::sleep_for(linger);
   std::_Exit(code);
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,9 @@ namespace dsv4 {
 void set_exit_logger(int rank, std::shared_ptr<spdlog::logger> log);
 
 // level: spdlog level of the line (error for a failure, info/debug for an interruption).
+// `linger`: how long to wait after the line before exiting.
 [[noreturn]] void exit_process(int code, spdlog::level::level_enum level, const std::string& line);
+[[noreturn]] void exit_process(int code, std::chrono::milliseconds linger,
+                               spdlog::level::level_enum level, const std::string& line);
 
 }  // namespace dsv4

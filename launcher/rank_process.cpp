@@ -388,7 +388,6 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMon
 }  // namespace
 
 int run_process(int argc, char** argv) {
-  block_stop_signals();  // before MPI starts its threads, so they inherit the mask
   int provided = MPI_THREAD_SINGLE;
   MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
   int rank = 0;
