@@ -106,7 +106,11 @@ bool MpiEndpoint::acknowledge_failure(int failed_rank, double grace_s) {
 }
 
 std::vector<std::string> MpiEndpoint::gather_errors(const std::string& my_error) {
-  const std::string text = my_error.substr(0, kMaxErrorBytes);
+  return allgather_text(my_error, kMaxErrorBytes);
+}
+
+std::vector<std::string> MpiEndpoint::allgather_text(const std::string& mine, size_t max_bytes) {
+  const std::string text = mine.substr(0, max_bytes);
   std::vector<int> lengths(static_cast<size_t>(size_));
   const int my_length = static_cast<int>(text.size());
   MPI_CHECK(MPI_Allgather(&my_length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm_));

@@ -69,6 +69,8 @@ class MpiEndpoint {
   // gets every rank's text, indexed by rank. Start-up has no other blocking exchange,
   // so every living rank reaches this call.
   std::vector<std::string> gather_errors(const std::string& my_error);
+  // Collective: every rank's text (up to `max_bytes` of it), indexed by rank.
+  std::vector<std::string> allgather_text(const std::string& mine, size_t max_bytes);
 
  private:
   void post_error_receive();

@@ -1,8 +1,12 @@
 #include "launcher/boundary_dump.h"
 
+#include <charconv>
+#include <climits>
 #include <cstring>
+#include <set>
 #include <filesystem>
 
+#include "launcher/output_files.h"
 #include "model/error.h"
 #include "model/safetensors.h"
 
@@ -74,7 +78,53 @@ void write_boundary_record(const std::string& dir, int rank, int n_ranks, LayerR
     if (!rec.logits.empty())
       out.push_back(tensor("logits", DType::F32, {rows, config.vocab_size}, rec.logits));
   }
-  write_safetensors(boundary_file(dir, rank, rec.op_index, rec.outgoing), out);
+  const std::string path = boundary_file(dir, rank, rec.op_index, rec.outgoing);
+  const std::string temp = begin_partial_output(path);
+  try {
+    write_safetensors(temp, out);
+  } catch (...) {
+    abandon_partial_output(temp);
+    throw;
+  }
+  commit_partial_output(temp, path, "dump_boundary");
+}
+
+void clear_boundary_dump(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool dumped = name.starts_with("rank") && name.find("_op") != std::string::npos &&
+                        name.ends_with(".safetensors");
+    if (dumped || name == kRunDescriptionFile) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+int count_dumped_operations(const std::string& dir, int rank) {
+  std::set<int> recv, send;
+  std::error_code ec;
+  const std::string prefix = cat("rank", rank, "_op");
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    int op = -1;
+    const char* digits = name.c_str() + prefix.size();
+    const auto [end, err] = std::from_chars(digits, name.c_str() + name.size(), op);
+    const std::string rest(end);
+    if (err != std::errc() || op < 0 || (rest != "_recv.safetensors" && rest != "_send.safetensors"))
+      continue;  // not a dump file of this rank
+    (rest == "_recv.safetensors" ? recv : send).insert(op);
+  }
+  if (ec) throw Error(cat("--replay ", dir, ": cannot list the folder: ", ec.message()));
+  const int n = static_cast<int>(recv.size());
+  for (int op = 0; op < n; ++op)
+    if (!recv.count(op))
+      throw Error(cat("--replay ", dir, ": missing ", boundary_file(dir, rank, op, false), " (",
+                      n, " recv files of rank ", rank, " up to operation ", *recv.rbegin(), ")"));
+  for (int op : send)
+    if (!recv.count(op))
+      throw Error(cat("--replay ", dir, ": ", boundary_file(dir, rank, op, true),
+                      " has no recv file ", boundary_file(dir, rank, op, false)));
+  return n;
 }
 
 std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int rank, int op,
@@ -82,26 +132,39 @@ std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int r
   const std::string path = boundary_file(dir, rank, op, outgoing);
   if (!std::filesystem::exists(path)) return std::nullopt;
   const SafetensorsFile f(path);
+  // A header tensor's value within [min, max] (the 32-bit fields of OpHeader and StageSpec).
+  auto field = [&](const std::string& name, int64_t v, int64_t min, int64_t max) {
+    if (v < min || v > max)
+      throw Error(cat(path, ": tensor ", name, " holds ", v, ", outside [", min, ", ", max, "]"));
+    return v;
+  };
   DumpedCrossing d;
   const int64_t kind = scalar(f, "op_kind");
   if (kind < 0 || kind > static_cast<int64_t>(OpKind::stop))
     throw Error(cat(path, ": op_kind ", kind, " is not an operation"));
   d.header.kind = static_cast<OpKind>(kind);
   d.header.seq = scalar(f, "op_seq");
-  d.header.count = static_cast<int32_t>(scalar(f, "op_count"));
+  d.header.count = static_cast<int32_t>(field("op_count", scalar(f, "op_count"), 0, INT32_MAX));
   const auto positions = values<int64_t>(f, "positions", DType::I64);
-  d.header.pos = positions.empty() ? 0 : positions[0];
-  for (int64_t id : values<int64_t>(f, "token_ids", DType::I64))
-    d.header.ids.push_back(static_cast<int32_t>(id));
+  const auto ids = values<int64_t>(f, "token_ids", DType::I64);
+  if (positions.size() != ids.size())
+    throw Error(cat(path, ": ", positions.size(), " positions but ", ids.size(), " token_ids"));
+  d.header.pos = positions.empty() ? 0 : field("positions", positions[0], 0, INT32_MAX);
+  for (size_t i = 1; i < positions.size(); ++i)
+    if (positions[i] != positions[0] + static_cast<int64_t>(i))
+      throw Error(cat(path, ": tensor positions: entry ", i, " is ", positions[i], ", expected ",
+                      positions[0] + static_cast<int64_t>(i), " (rows are consecutive)"));
+  for (int64_t id : ids) d.header.ids.push_back(static_cast<int32_t>(field("token_ids", id, 0, INT32_MAX)));
   const auto range = values<int64_t>(f, "layer_range", DType::I64);
   if (range.size() != 2) throw Error(cat(path, ": layer_range missing or not [2]"));
-  d.layers = {static_cast<int>(range[0]), static_cast<int>(range[1])};
-  d.n_ranks = static_cast<int>(scalar(f, "n_ranks"));
+  d.layers = {static_cast<int>(field("layer_range", range[0], 0, INT32_MAX)),
+              static_cast<int>(field("layer_range", range[1], range[0] + 1, INT32_MAX))};
+  d.n_ranks = static_cast<int>(field("n_ranks", scalar(f, "n_ranks"), rank + 1, INT32_MAX));
   d.h = values<float>(f, "h", DType::F32);
   d.taps = values<float>(f, "taps", DType::F32);
   d.logits = values<float>(f, "logits", DType::F32);
   for (int64_t id : values<int64_t>(f, "argmax", DType::I64))
-    d.argmax.push_back(static_cast<int32_t>(id));
+    d.argmax.push_back(static_cast<int32_t>(field("argmax", id, 0, INT32_MAX)));
   return d;
 }
 

@@ -11,7 +11,10 @@
 //   token_ids   I64 [T]               the rows' token ids (absent when T = 0)
 //   layer_range I64 [2]               this rank's trunk layers [begin, end)
 //   n_ranks     I64 [1]               P of the run
-// Rank 0's recv file holds the header tensors only (its input is the token ids).
+// Rank 0's recv file holds the header tensors only (its input is the token ids). Every
+// operation a rank executes has a recv file; those that move rows (prefill, decode,
+// verify) also a send file. Rank 0 also writes DIR/run_description.txt: the start-up
+// agreement items of the run (launcher/startup_agreement.h), which a replay checks.
 #pragma once
 #include <optional>
 #include <string>
@@ -30,12 +33,24 @@ struct DumpedCrossing {
   int n_ranks = 1;
 };
 
+inline constexpr const char* kRunDescriptionFile = "run_description.txt";
+
 std::string boundary_file(const std::string& dir, int rank, int op, bool outgoing);
+
+// The number of operations dumped for `rank` (recv files op 0 .. N-1); throws Error
+// naming the first missing file when the indices have a gap or a send file has no recv.
+int count_dumped_operations(const std::string& dir, int rank);
 
 void write_boundary_record(const std::string& dir, int rank, int n_ranks, LayerRange layers,
                            const ModelConfig& config, const BoundaryRecord& rec);
 
-// nullopt when the file does not exist; throws Error when it is malformed.
+// Removes the files of a previous dump in `dir` (rank<r>_op<i>_*.safetensors and the run
+// description), so a replay never mixes two runs.
+void clear_boundary_dump(const std::string& dir);
+
+// nullopt when the file does not exist; throws Error naming the file and tensor when it
+// is malformed (a missing or mistyped tensor, values past their 32-bit fields, positions
+// that are negative or not consecutive, ids and positions of different counts).
 std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int rank, int op,
                                                    bool outgoing);
 

@@ -1,5 +1,8 @@
 #include "launcher/cli.h"
 
+#include <charconv>
+#include <cmath>
+#include <climits>
 #include <cxxopts.hpp>
 
 #include "model/error.h"
@@ -31,6 +34,8 @@ Run config keys (YAML; configs/README.md documents each):
   weights        checkpoint (default: read model:) | synthetic: generate the tensors of
                  preset (tiny|flash), trunk_layers, experts (nvfp4|mxfp4), weights_seed in
                  place on every rank; share_layers: true (benchmarks) shares one layer per kind
+  liveness_timeout_s  seconds a peer may send no heartbeat before every rank stops
+                 naming it (default 300; 0 = never)
 Run with mpirun -np P for P pipeline stages, or directly for one.
 )";
 
@@ -41,7 +46,7 @@ cxxopts::Options make_options() {
     ("model", "checkpoint directory (overrides model:)", cxxopts::value<std::string>())
     ("prompt-ids", "prompt token ids, e.g. 1,2,3 (overrides prompt_ids:)",
      cxxopts::value<std::string>())
-    ("max-new", "tokens to generate (overrides max_new:)", cxxopts::value<int64_t>())
+    ("max-new", "tokens to generate (overrides max_new:)", cxxopts::value<std::string>())
     ("dump-logits", "write {prompt, tokens, logits} JSON to FILE (rank 0)",
      cxxopts::value<std::string>())
     ("log-dir", "one log per rank: DIR/rank<r>.log (overrides log_dir:)",
@@ -49,20 +54,22 @@ cxxopts::Options make_options() {
     ("dump-boundary", "dump every boundary payload into DIR (overrides dump_boundary:)",
      cxxopts::value<std::string>())
     ("stage-only", "replay stage R alone in this process (with --replay)",
-     cxxopts::value<int>())
+     cxxopts::value<std::string>())
     ("replay", "boundary dump directory to replay (with --stage-only)",
      cxxopts::value<std::string>())
     ("backend", "cpu | cuda (overrides backend:)", cxxopts::value<std::string>())
     ("drafter", "none | dspark | replay:FILE[:corrupt=R,..] (overrides drafter:)",
      cxxopts::value<std::string>())
     ("spec-depth", "verify depth cap, 0 = block_size + 1 (overrides spec_depth:)",
-     cxxopts::value<int>())
+     cxxopts::value<std::string>())
     ("stop-ids", "stop token ids, e.g. 1,2; --stop-ids <eos_token_id> stops at the model's EOS "
      "(overrides stop_ids:)", cxxopts::value<std::string>())
     ("spec-stats", "write the speculative round statistics JSON to FILE (rank 0)",
      cxxopts::value<std::string>())
     ("profile-ops", "time every op of the decode steps; each rank logs a table at the end "
      "(sets profile_ops: true)")
+    ("liveness-timeout", "seconds without a peer's heartbeat before it is declared failed, "
+     "0 = never (overrides liveness_timeout_s:, default 300)", cxxopts::value<std::string>())
     ("h,help", "print this help");
   return o;
 }
@@ -97,21 +104,31 @@ CliOptions parse_cli(int argc, char** argv) {
     cli.prompt_ids = parse_id_list(r["prompt-ids"].as<std::string>(), "--prompt-ids");
   if (r.count("stop-ids"))
     cli.stop_ids = parse_id_list(r["stop-ids"].as<std::string>(), "--stop-ids");
-  if (r.count("max-new")) {
-    cli.max_new = r["max-new"].as<int64_t>();
-    if (*cli.max_new < 1) throw Error(cat("--max-new: ", *cli.max_new, " (must be >= 1)"));
-  }
-  if (r.count("spec-depth")) {
-    cli.spec_depth = r["spec-depth"].as<int>();
-    if (*cli.spec_depth < 0) throw Error(cat("--spec-depth: ", *cli.spec_depth, " (must be >= 0)"));
+  // Integers are read at full width, then range-checked (never truncated).
+  auto integer = [&](const char* flag, int64_t min, int64_t max) -> std::optional<int64_t> {
+    if (!r.count(flag)) return std::nullopt;
+    const std::string text = r[flag].as<std::string>();
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc() && end == text.data() + text.size() && !text.empty() && v >= min &&
+        v <= max)
+      return v;
+    throw Error(cat("--", flag, ": ", text, " is not an integer in [", min, ", ", max, "]"));
+  };
+  cli.max_new = integer("max-new", 1, INT64_MAX);
+  if (const auto depth = integer("spec-depth", 0, INT32_MAX)) cli.spec_depth = static_cast<int>(*depth);
+  if (r.count("liveness-timeout")) {
+    const std::string text = r["liveness-timeout"].as<std::string>();
+    double v = -1;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v) || v < 0)
+      throw Error(cat("--liveness-timeout: ", text, " is not a number of seconds >= 0"));
+    cli.liveness_timeout_s = v;
   }
   cli.profile_ops = r.count("profile-ops") > 0;
   if (r.count("dump-logits")) cli.dump_logits = r["dump-logits"].as<std::string>();
   if (r.count("spec-stats")) cli.spec_stats = r["spec-stats"].as<std::string>();
-  if (r.count("stage-only")) {
-    cli.stage_only = r["stage-only"].as<int>();
-    if (*cli.stage_only < 0) throw Error(cat("--stage-only: ", *cli.stage_only, " is not a rank"));
-  }
+  if (const auto stage = integer("stage-only", 0, INT32_MAX)) cli.stage_only = static_cast<int>(*stage);
   if (r.count("replay")) cli.replay = r["replay"].as<std::string>();
   if (cli.stage_only.has_value() != !cli.replay.empty())
     throw Error("--stage-only and --replay: each needs the other (--stage-only R --replay DIR)");
@@ -129,6 +146,7 @@ void apply_cli(const CliOptions& cli, RunConfig& c) {
   if (cli.max_new) c.max_new = *cli.max_new;
   if (cli.spec_depth) c.spec_depth = *cli.spec_depth;
   if (cli.profile_ops) c.profile_ops = true;
+  if (cli.liveness_timeout_s) c.liveness_timeout_s = *cli.liveness_timeout_s;
 }
 
 }  // namespace dsv4

@@ -17,6 +17,7 @@ struct CliOptions {
   std::optional<std::vector<int32_t>> prompt_ids, stop_ids;
   std::optional<int64_t> max_new;
   std::optional<int> spec_depth;
+  std::optional<double> liveness_timeout_s;  // --liveness-timeout SECONDS
   bool profile_ops = false;                 // --profile-ops (sets profile_ops: true)
   std::string dump_logits;                  // --dump-logits FILE.json
   std::string spec_stats;                   // --spec-stats FILE.json (speculative runs)

@@ -2,9 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
-#include "model/error.h"
+#include "launcher/output_files.h"
 
 namespace dsv4 {
 
@@ -49,10 +48,7 @@ std::string logits_json(const std::vector<int32_t>& prompt, const std::vector<in
 }
 
 void write_logits_json(const std::string& path, const std::string& json) {
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw Error(cat("--dump-logits ", path, ": cannot open for writing"));
-  f << json;
-  if (!f) throw Error(cat("--dump-logits ", path, ": write failed"));
+  write_file_atomically(path, json, "--dump-logits");
 }
 
 }  // namespace dsv4

@@ -6,9 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <chrono>
 #include <memory>
+#include <thread>
 
 #include "comm/control_plane.h"
+#include "comm/liveness.h"
 #include "comm/data_plane.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_endpoint.h"
@@ -20,10 +23,15 @@
 #include "launcher/device_select.h"
 #include "launcher/fault_injection.h"
 #include "launcher/logits_dump.h"
+#include "launcher/output_files.h"
+#include "launcher/process_exit.h"
 #include "launcher/placement_plan.h"
 #include "launcher/rank_log.h"
 #include "launcher/replay.h"
+#include "launcher/run_checks.h"
 #include "launcher/run_config.h"
+#include "launcher/signal_watch.h"
+#include "launcher/startup_agreement.h"
 #include "launcher/spec_stats.h"
 #include "launcher/weight_source.h"
 #include "model/checkpoint.h"
@@ -49,6 +57,9 @@ struct RankRuntime {
   std::unique_ptr<ControlPlane> control;
   std::unique_ptr<DataPlane> data;
   std::unique_ptr<Pipeline> pipeline;
+  std::vector<LayerRange> ranges;  // the placement, one range per rank
+  PlacementBytes bytes;            // census bytes per layer and the first / last extras
+  FaultInjection faults;           // DSV4_FAULT_INJECT's share of this rank
   int64_t max_seq = 0;
   int device = -1;  // GPU of this rank (cuda backend)
 };
@@ -71,7 +82,7 @@ std::unique_ptr<DataPlane> make_data_plane(const RunConfig& c, MpiEndpoint& ep, 
 PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
                          std::shared_ptr<spdlog::logger> log) {
   PipelineHooks hooks;
-  hooks.before_op = fault_hook_from_env(rank);
+  hooks.before_op = rt.faults.hook();
   TimedOps* profiler = rt.profiler.get();
   if (profiler) {  // the table covers every operation but the prefill
     hooks.before_op = [fault = hooks.before_op, profiler](int op, const OpHeader& h) {
@@ -81,11 +92,10 @@ PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
   }
   hooks.after_op = [log, profiler](int op, const OpHeader& h, double ms) {
     log->debug("op {} {} pos {} T {}: {:.3f} ms", op, op_kind_name(h.kind), h.pos, h.rows(), ms);
+    check_rank_log();  // a log that cannot be written fails the run
     if (profiler && (h.kind == OpKind::decode || h.kind == OpKind::verify)) profiler->count_step();
   };
   if (!cfg.dump_boundary.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(cfg.dump_boundary, ec);  // ranks may race here
     const StageSpec spec = rt.stage->spec();
     const ModelConfig& mc = rt.ckpt->config();
     hooks.boundary = [dir = cfg.dump_boundary, spec, &mc](const BoundaryRecord& rec) {
@@ -95,29 +105,37 @@ PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
   return hooks;
 }
 
-RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
-                       std::shared_ptr<spdlog::logger> log) {
-  const int rank = ep.rank(), size = ep.size();
-  RankRuntime rt;
+// Start-up, part 1: config.json and the index only (no weight is read): the run checked
+// against the model, and the placement every rank computes alike.
+void plan_rank(const RunConfig& cfg, MpiEndpoint& ep, RankRuntime& rt,
+               const std::shared_ptr<spdlog::logger>& log) {
+  rt.faults = FaultInjection(fault_plan_from_env(ep.size()), ep.rank());
   rt.ckpt = open_weights(cfg);
-  const ModelConfig& mc = rt.ckpt->config();
+  check_run_against_model(cfg, *rt.ckpt);
   const bool speculative = cfg.drafter != "none";
-  const PlacementBytes bytes = placement_bytes(*rt.ckpt, speculative);
-  const auto ranges = plan_placement(cfg.placement, bytes, size);
-  rt.max_seq = cfg.effective_max_seq(mc.max_position_embeddings);
-  if (rank == 0) {
+  rt.bytes = placement_bytes(*rt.ckpt, speculative);
+  rt.ranges = plan_placement(cfg.placement, rt.bytes, ep.size());
+  rt.max_seq = cfg.effective_max_seq(rt.ckpt->config().max_position_embeddings);
+  if (ep.rank() == 0) {
     std::string split;
-    for (const auto& r : ranges) split += cat(split.empty() ? "" : " | ", r.begin, "-", r.end - 1);
-    log->info("placement over {} rank(s): layers {}", size, split);
+    for (const auto& r : rt.ranges)
+      split += cat(split.empty() ? "" : " | ", r.begin, "-", r.end - 1);
+    log->info("placement over {} rank(s): layers {}", ep.size(), split);
   }
+}
 
+// Start-up, part 2 (every rank agreed on part 1): the rank's weights, backend and stage.
+void load_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank, RankRuntime& rt,
+               const std::shared_ptr<spdlog::logger>& log) {
+  const int rank = ep.rank(), size = ep.size();
+  const bool speculative = cfg.drafter != "none";
   int device = -1;
   if (cfg.backend == Backend::cuda) device = select_device(cfg.devices, rank, size, local_rank);
   rt.backend = make_ops(cfg, device);
   rt.ops = rt.backend.get();
   attach_backend_memory(*rt.ckpt, *rt.backend);
-  const LayerRange mine = ranges[static_cast<size_t>(rank)];
-  const uint64_t need = stage_weight_bytes(bytes, mine, rank == 0, rank == size - 1);
+  const LayerRange mine = rt.ranges[static_cast<size_t>(rank)];
+  const uint64_t need = stage_weight_bytes(rt.bytes, mine, rank == 0, rank == size - 1);
   const uint64_t free_before = refuse_unless_fits(*rt.backend, need, rank, mine);
   if (cfg.profile_ops) {
     rt.profiler = std::make_unique<TimedOps>(*rt.backend);
@@ -128,7 +146,7 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
   StageSpec spec;
   spec.rank = rank;
   spec.n_ranks = size;
-  spec.layers = ranges[static_cast<size_t>(rank)];
+  spec.layers = rt.ranges[static_cast<size_t>(rank)];
   spec.max_seq = rt.max_seq;
   spec.max_prompt = static_cast<int64_t>(cfg.prompt_ids.size());  // the run's one prefill
   spec.numerics = cfg.numerics;
@@ -154,7 +172,6 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
             rt.ckpt->synthetic() ? cat(", generated in ", rt.ckpt->weight_memory()->name()) : std::string());
 
   rt.device = device;
-  return rt;
 }
 
 // Joins the ranks once every rank has loaded: the NCCL communicator's set-up is a
@@ -243,6 +260,7 @@ void say(const std::shared_ptr<spdlog::logger>& log, int rank, const std::string
 // before the failure protocol's last exchange (see below), because once the failing
 // rank exits, mpirun may kill every rank that is still running.
 void log_exit(const std::shared_ptr<spdlog::logger>& log, int code) {
+  remove_partial_outputs();
   if (log) {
     log->debug("exit status {}", code);
     log->flush();
@@ -251,49 +269,13 @@ void log_exit(const std::shared_ptr<spdlog::logger>& log, int code) {
   std::fflush(stderr);
 }
 
-int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
-  const int rank = ep.rank(), size = ep.size();
-  std::shared_ptr<spdlog::logger> log;
-  CliOptions cli;
-  RunConfig cfg;
-  RankRuntime rt;
-  bool replay_equal = false;
-
-  // Start-up: every rank parses, plans and loads on its own, then all agree on success.
-  std::string setup_error;
-  try {
-    cli = parse_cli(argc, argv);
-    if (cli.help) {
-      if (rank == 0) std::fputs(help_text().c_str(), stdout);
-      return 0;
-    }
-    cfg = load_run_config(cli.config);
-    apply_cli(cli, cfg);
-    check_run_config(cfg);
-    log = make_rank_logger(rank, cfg.log_dir);
-    log->debug("pid {}", static_cast<long>(getpid()));
-    if (cli.stage_only) {
-      if (size != 1)
-        throw Error(cat("--stage-only: runs as a single process (started with ", size,
-                        " ranks; drop mpirun -np)"));
-      auto ops = make_ops(cfg, 0);
-      replay_equal = replay_stage(cfg, *cli.stage_only, cli.replay, *ops, *log);
-    } else {
-      if (rank == 0) {
-        GenerationRequest req;
-        req.prompt = cfg.prompt_ids;
-        req.max_new = cfg.max_new;
-        req.stop_ids = cfg.stop_ids;
-        // max_seq and V are checked again by the coordinator once the model is known.
-        check_admission(req, INT64_MAX, INT32_MAX);
-      }
-      rt = build_rank(cfg, ep, local_rank, log);
-    }
-  } catch (const std::exception& e) {
-    setup_error = e.what();
-  }
+// Gathers every rank's start-up error ("" when fine); when any rank failed, logs one
+// line (this rank's error, or which rank stopped it) and returns true.
+bool stopped_at_setup(MpiEndpoint& ep, const std::string& setup_error,
+                      const std::shared_ptr<spdlog::logger>& log) {
+  const int rank = ep.rank();
   const std::vector<std::string> errors = ep.gather_errors(setup_error);
-  for (int k = 0; k < size; ++k) {
+  for (int k = 0; k < ep.size(); ++k) {
     const std::string& first = errors[static_cast<size_t>(k)];
     if (first.empty()) continue;
     if (k == rank) {
@@ -304,9 +286,83 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
                          own ? cat("; this rank's own error: ", setup_error) : ""));
     }
     if (log) log->debug("exit status 1");
-    return 1;
+    return true;
   }
+  return false;
+}
+
+// Start-up check of every output path (issue 17 item 4): before any work, so a bad path
+// costs nothing. Rank 0 writes the JSON files and clears a previous dump's files.
+void prepare_outputs(const RunConfig& cfg, const CliOptions& cli, int rank) {
+  if (rank == 0 && !cli.dump_logits.empty()) prepare_output_file(cli.dump_logits, "--dump-logits");
+  if (rank == 0 && !cli.spec_stats.empty()) prepare_output_file(cli.spec_stats, "--spec-stats");
+  if (!cfg.dump_boundary.empty()) {
+    prepare_output_dir(cfg.dump_boundary, "dump_boundary");
+    if (rank == 0) clear_boundary_dump(cfg.dump_boundary);
+  }
+}
+
+int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMonitor& liveness) {
+  const int rank = ep.rank(), size = ep.size();
+  std::shared_ptr<spdlog::logger> log;
+  CliOptions cli;
+  RunConfig cfg;
+  RankRuntime rt;
+  bool replay_equal = false;
+
+  // Start-up, in three steps each closed by a collective that every living rank reaches
+  // (so none waits for a rank that failed): parse and plan from config.json and the
+  // index; agree across ranks on what to run; load. Each step's errors stop every rank.
+  std::string setup_error;
+  try {
+    cli = parse_cli(argc, argv);
+    if (cli.help) {
+      if (rank == 0) std::fputs(help_text().c_str(), stdout);
+      return 0;
+    }
+    cfg = load_run_config(cli.config);
+    apply_cli(cli, cfg);
+    check_run_config(cfg);
+    liveness.set_timeout(cfg.liveness_timeout_s);
+    if (!cfg.log_dir.empty()) prepare_output_dir(cfg.log_dir, "log_dir");
+    log = make_rank_logger(rank, cfg.log_dir);
+    set_exit_logger(rank, log);
+    log->debug("pid {}", static_cast<long>(getpid()));
+    check_rank_log();
+    if (!cli.stage_only) prepare_outputs(cfg, cli, rank);
+    if (cli.stage_only) {
+      if (size != 1)
+        throw Error(cat("--stage-only: runs as a single process (started with ", size,
+                        " ranks; drop mpirun -np)"));
+      auto ops = make_ops(cfg, 0);
+      replay_equal = replay_stage(cfg, *cli.stage_only, cli.replay, *ops, *log);
+    } else {
+      plan_rank(cfg, ep, rt, log);
+    }
+  } catch (const std::exception& e) {
+    setup_error = e.what();
+  }
+  if (stopped_at_setup(ep, setup_error, log)) return 1;
   if (cli.stage_only) return replay_equal ? 0 : 1;
+
+  const std::vector<AgreementItem> items = agreement_items(cfg, *rt.ckpt, rt.ranges);
+  if (size > 1) {
+    const std::string disagreement = startup_disagreement(ep, items);
+    if (stopped_at_setup(ep, rank == 0 ? disagreement : std::string(), log)) return 1;
+  }
+  try {
+    if (rank == 0 && !cfg.dump_boundary.empty())  // what a replay checks (boundary_dump.h)
+      write_file_atomically(cat(cfg.dump_boundary, "/", kRunDescriptionFile), encode_items(items),
+                            "dump_boundary");
+    load_rank(cfg, ep, local_rank, rt, log);
+  } catch (const std::bad_alloc&) {
+    setup_error = cat("out of host memory while loading layers [", rt.ranges[static_cast<size_t>(rank)].begin, ", ",
+                      rt.ranges[static_cast<size_t>(rank)].end, ") (max_seq ", rt.max_seq, ", sliding_window ",
+                      rt.ckpt->config().sliding_window, " of ", rt.ckpt->config().source, ")");
+  } catch (const std::exception& e) {
+    setup_error = e.what();
+  }
+  if (stopped_at_setup(ep, setup_error, log)) return 1;
 
   try {
     connect_rank(cfg, ep, rt, log);
@@ -316,6 +372,8 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
       rt.pipeline->serve();
     }
     if (rt.profiler) log_op_profile(*rt.profiler, rank, *log);
+    if (const std::string missed = rt.faults.missed(); !missed.empty()) log->warn(missed);
+    check_rank_log();
     log->debug("exit status 0");
     return 0;
   } catch (const PeerFailed& f) {
@@ -341,12 +399,39 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
 }  // namespace
 
 int run_process(int argc, char** argv) {
-  MPI_CHECK(MPI_Init(&argc, &argv));
+  int provided = MPI_THREAD_SINGLE;
+  MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided));
+  int rank = 0;
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  set_exit_logger(rank, nullptr);
+  watch_stop_signals(rank);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    std::fprintf(stderr, "[r%d] rank %d failed: the MPI library lacks MPI_THREAD_MULTIPLE, which "
+                 "the liveness heartbeat thread needs (comm/liveness.h)\n", rank, rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   const int local_rank = node_local_rank(MPI_COMM_WORLD);
   int code = 0;
   {
+    LivenessMonitor liveness(MPI_COMM_WORLD, RunConfig::kDefaultLivenessTimeout,
+                             [rank, &liveness](int silent_rank, double seconds) {
+                               exit_process(1, spdlog::level::err,
+                                            cat("rank ", rank, ": stopping because rank ",
+                                                silent_rank, " stopped responding (no heartbeat "
+                                                "for ", static_cast<int>(seconds),
+                                                " s; liveness_timeout_s ", liveness.timeout(), ")"));
+                             });
     MpiEndpoint ep(MPI_COMM_WORLD);
-    code = run_rank(argc, argv, ep, local_rank);
+    code = run_rank(argc, argv, ep, local_rank, liveness);
+    liveness.stop();
+    // MPI_Finalize waits for every rank; one that froze after this rank stopped watching
+    // must not hold it forever.
+    const double timeout = liveness.timeout();
+    if (timeout > 0)
+      std::thread([timeout, code] {
+        std::this_thread::sleep_for(std::chrono::duration<double>(timeout));
+        std::_Exit(code);
+      }).detach();
   }
   MPI_CHECK(MPI_Finalize());
   return code;

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "launcher/boundary_dump.h"
+#include "launcher/startup_agreement.h"
 #include "launcher/weight_source.h"
 #include "model/checkpoint.h"
 #include "model/error.h"
@@ -25,13 +28,51 @@ double max_abs_diff(const std::vector<T>& a, const std::vector<T>& b) {
 }
 }  // namespace
 
+namespace {
+bool moves_rows(OpKind k) { return k == OpKind::prefill || k == OpKind::decode || k == OpKind::verify; }
+
+// The dumped run's start-up items that must equal this replay's (the rest, e.g. the
+// backend, may differ on purpose: a CUDA dump replayed on the CPU reference).
+void check_run_description(const std::string& dir, const RunConfig& config, const Checkpoint& ckpt,
+                           int rank, LayerRange layers, bool* speculative) {
+  const std::string path = cat(dir, "/", kRunDescriptionFile);
+  std::ifstream in(path);
+  if (!in) throw Error(cat("--replay ", dir, ": no ", path, " (not a complete --dump-boundary folder)"));
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto dumped = decode_items(text.str());
+  const auto mine = agreement_items(config, ckpt, {});
+  auto value_of = [&](const std::vector<AgreementItem>& items, const std::string& name) {
+    for (const AgreementItem& item : items)
+      if (item.name == name) return item.value;
+    throw Error(cat(path, ": no item '", name, "'"));
+  };
+  for (const char* name : {"checkpoint config.json", "checkpoint weight map", "numerics", "max_seq"}) {
+    const std::string was = value_of(dumped, name), now = value_of(mine, name);
+    if (was != now)
+      throw Error(cat("--replay ", dir, ": the dumped run's ", name, " is ", was, ", this replay's is ",
+                      now, " (replay with the run's config and checkpoint)"));
+  }
+  const std::string placement = value_of(dumped, "placement");
+  const std::string range = cat("[", layers.begin, ",", layers.end, ")");
+  std::stringstream ranges(placement);
+  std::string listed;
+  for (int r = 0; r <= rank; ++r) ranges >> listed;
+  if (listed != range)
+    throw Error(cat("--replay ", dir, ": rank ", rank, "'s files hold layers ", range,
+                    ", the dumped placement ", placement, " gives it ", listed));
+  *speculative = value_of(dumped, "drafter") != "none";
+}
+}  // namespace
+
 bool replay_stage(const RunConfig& config, int rank, const std::string& dir, Ops& ops,
                   spdlog::logger& log) {
-  const auto first = read_boundary_record(dir, rank, 0, false);
-  if (!first)
+  const int n_ops = count_dumped_operations(dir, rank);
+  if (n_ops == 0)
     throw Error(cat("--replay ", dir, ": no ", boundary_file(dir, rank, 0, false),
                     " (was the run dumped with --dump-boundary, and is --stage-only ", rank,
                     " one of its ranks?)"));
+  const auto first = read_boundary_record(dir, rank, 0, false);
   const std::unique_ptr<Checkpoint> weights = open_weights(config);
   Checkpoint& ckpt = *weights;
   attach_backend_memory(ckpt, ops);
@@ -42,29 +83,69 @@ bool replay_stage(const RunConfig& config, int rank, const std::string& dir, Ops
   spec.layers = first->layers;
   spec.max_seq = config.effective_max_seq(mc.max_position_embeddings);
   spec.numerics = config.numerics;
+  if (spec.layers.end > mc.num_hidden_layers)
+    throw Error(cat(boundary_file(dir, rank, 0, false), ": layer_range [", spec.layers.begin, ", ",
+                    spec.layers.end, ") past the model's ", mc.num_hidden_layers, " trunk layers (",
+                    mc.source, ")"));
+  check_run_description(dir, config, ckpt, rank, spec.layers, &spec.drafter);
   Stage stage(ckpt, ops, spec);
-  log.info("replay of stage {} of {}: layers [{}, {}), {} resident bytes", rank, spec.n_ranks,
-           spec.layers.begin, spec.layers.end, ckpt.bytes_loaded());
+  log.info("replay of stage {} of {}: layers [{}, {}), {} resident bytes, {} operations", rank,
+           spec.n_ranks, spec.layers.begin, spec.layers.end, ckpt.bytes_loaded(), n_ops);
 
   bool all_equal = true;
   auto compare = [&](int op, const char* name, double diff) {
     std::printf("op %d %s: max |diff| = %.9g\n", op, name, diff);
     all_equal = all_equal && diff == 0.0;
   };
-  for (int op = 0;; ++op) {
+  for (int op = 0; op < n_ops; ++op) {
+    const std::string file = boundary_file(dir, rank, op, false);
     const auto in = read_boundary_record(dir, rank, op, false);
-    if (!in) break;
     const OpHeader& header = in->header;
+    if (in->n_ranks != spec.n_ranks || in->layers.begin != spec.layers.begin ||
+        in->layers.end != spec.layers.end)
+      throw Error(cat(file, ": n_ranks ", in->n_ranks, ", layer_range [", in->layers.begin, ", ",
+                      in->layers.end, ") differ from operation 0's (two runs in one folder?)"));
+    const auto out = read_boundary_record(dir, rank, op, true);
+    const bool rows = moves_rows(header.kind);
+    if (rows != out.has_value())
+      throw Error(cat(rows ? "missing " : "unexpected ", boundary_file(dir, rank, op, true), " (",
+                      op_kind_name(header.kind), " ", rows ? "sends" : "sends nothing", ")"));
+    if (rows) {  // what the stage requires of an operation (pipeline.cpp), checked by name
+      if (header.rows() < 1 || (header.kind == OpKind::decode && header.rows() != 1))
+        throw Error(cat(file, ": ", op_kind_name(header.kind), " of ", header.rows(), " rows"));
+      if (header.pos != stage.pos())
+        throw Error(cat(file, ": positions start at ", header.pos, ", but the operations before "
+                        "it leave the stage at position ", stage.pos()));
+    }
     const size_t row_floats = static_cast<size_t>(mc.hc_mult) * mc.hidden_size;
     FBuf h = ops.alloc(static_cast<size_t>(header.rows()) * row_floats);  // [T, hc, H]
     if (!in->h.empty()) {
       if (in->h.size() != h.size())
-        throw Error(cat(boundary_file(dir, rank, op, false), ": h has ", in->h.size(),
-                        " floats, the header's ", header.rows(), " rows need ", h.size()));
+        throw Error(cat(file, ": h has ", in->h.size(), " floats, the header's ", header.rows(),
+                        " rows need ", h.size()));
       ops.upload(h.data(), in->h.data(), h.size());
+    } else if (rank > 0 && rows) {
+      throw Error(cat(file, ": no tensor h (stage ", rank, " receives the hidden rows)"));
     }
-    const HeadOutput head = compute_operation(stage, ops, mc, header, h.data(), nullptr, true);
-    const auto out = read_boundary_record(dir, rank, op, true);
+    FBuf taps;  // speculative runs: [T', n_targets, H], T' = min(W, T) for a prefill (S14)
+    if (spec.drafter && rows) {
+      const int64_t tap_rows = header.kind == OpKind::prefill
+                                   ? std::min<int64_t>(mc.sliding_window, header.rows())
+                                   : header.rows();
+      taps = ops.alloc(static_cast<size_t>(tap_rows) * mc.dspark.target_layer_ids.size() *
+                       mc.hidden_size);
+      if (!in->taps.empty()) {
+        if (in->taps.size() != taps.size())
+          throw Error(cat(file, ": taps has ", in->taps.size(), " floats, expected ", taps.size()));
+        ops.upload(taps.data(), in->taps.data(), taps.size());
+      }
+    }
+    HeadOutput head;
+    try {
+      head = compute_operation(stage, ops, mc, header, h.data(), taps.data(), true);
+    } catch (const Error& e) {
+      throw Error(cat(file, ": ", e.what()));
+    }
     if (!out) continue;  // operations without an outgoing payload (commit, reset)
     if (!out->argmax.empty()) {
       compare(op, "logits", max_abs_diff(head.logits, out->logits));
@@ -73,6 +154,11 @@ bool replay_stage(const RunConfig& config, int rank, const std::string& dir, Ops
       std::vector<float> got(h.size());
       ops.download(got.data(), h.data(), got.size());
       compare(op, "h", max_abs_diff(got, out->h));
+    }
+    if (!out->taps.empty()) {
+      std::vector<float> got(taps.size());
+      if (!got.empty()) ops.download(got.data(), taps.data(), got.size());
+      compare(op, "taps", max_abs_diff(got, out->taps));
     }
   }
   std::printf("replay of stage %d: %s\n", rank, all_equal ? "all outputs match exactly"

@@ -3,6 +3,9 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <climits>
 #include <filesystem>
 #include <iterator>
 #include <fstream>
@@ -51,17 +54,28 @@ class Reader {
     if (!n.IsScalar()) throw Error(cat(where(key), ": expected a single value"));
     return n.Scalar();
   }
-  int64_t integer(const YAML::Node& n, const std::string& key, int64_t min) const {
+  // The whole scalar as a decimal integer in [min, max] (no truncation: a value past
+  // int64 is refused as out of range, one past `max` by its bound).
+  int64_t integer(const YAML::Node& n, const std::string& key, int64_t min,
+                  int64_t max = INT64_MAX) const {
     const std::string text = scalar(n, key);
     int64_t v = 0;
-    size_t used = 0;
-    try {
-      v = std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size())
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec == std::errc::result_out_of_range)
+      throw Error(cat(where(key), ": ", text, " is out of range (at most ", max, ")"));
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty())
       throw Error(cat(where(key), ": '", text, "' is not an integer"));
+    if (v < min) throw Error(cat(where(key), ": ", v, " is below the minimum ", min));
+    if (v > max) throw Error(cat(where(key), ": ", v, " is above the maximum ", max));
+    return v;
+  }
+  // A finite decimal number >= min (seconds and the like).
+  double number(const YAML::Node& n, const std::string& key, double min) const {
+    const std::string text = scalar(n, key);
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty() || !std::isfinite(v))
+      throw Error(cat(where(key), ": '", text, "' is not a finite number"));
     if (v < min) throw Error(cat(where(key), ": ", v, " is below the minimum ", min));
     return v;
   }
@@ -71,11 +85,31 @@ class Reader {
     if (text == "false") return false;
     throw Error(cat(where(key), ": '", text, "' (allowed: true, false)"));
   }
-  std::vector<int64_t> integers(const YAML::Node& n, const std::string& key, int64_t min) const {
+  std::vector<int64_t> integers(const YAML::Node& n, const std::string& key, int64_t min,
+                                int64_t max = INT64_MAX) const {
     if (!n.IsSequence()) throw Error(cat(where(key), ": expected a list of integers"));
     std::vector<int64_t> out;
-    for (size_t i = 0; i < n.size(); ++i) out.push_back(integer(n[i], cat(key, "[", i, "]"), min));
+    for (size_t i = 0; i < n.size(); ++i)
+      out.push_back(integer(n[i], cat(key, "[", i, "]"), min, max));
     return out;
+  }
+  // 32-bit values (token ids, layer indices, devices, depths) read at full width first.
+  std::vector<int32_t> int32s(const YAML::Node& n, const std::string& key, int64_t min) const {
+    std::vector<int32_t> out;
+    for (int64_t v : integers(n, key, min, INT32_MAX)) out.push_back(static_cast<int32_t>(v));
+    return out;
+  }
+  // A mapping whose keys are plain scalars, each once (yaml-cpp keeps both copies of a
+  // repeated key and the later would silently win).
+  void check_mapping(const YAML::Node& n, const std::string& what) const {
+    std::set<std::string> seen;
+    for (const auto& kv : n) {
+      if (!kv.first.IsScalar())
+        throw Error(cat(where(what), ": a key is not a plain name"));
+      if (!seen.insert(kv.first.Scalar()).second)
+        throw Error(cat(where(what.empty() ? kv.first.Scalar() : cat(what, ".", kv.first.Scalar())),
+                        ": key given twice"));
+    }
   }
 
  private:
@@ -101,7 +135,7 @@ std::vector<LayerRange> parse_placement(const Reader& rd, const YAML::Node& n) {
   std::vector<LayerRange> ranges;
   for (size_t r = 0; r < n.size(); ++r) {
     const std::string key = cat("placement[", r, "]");
-    const auto pair = rd.integers(n[r], key, 0);
+    const auto pair = rd.int32s(n[r], key, 0);
     if (pair.size() != 2) throw Error(cat(rd.where(key), ": expected [begin, end)"));
     ranges.push_back({static_cast<int>(pair[0]), static_cast<int>(pair[1])});
   }
@@ -133,13 +167,13 @@ bool parse_synthetic_key(const Reader& rd, const std::string& key, const YAML::N
     if (s.preset != "tiny" && s.preset != "flash")
       throw Error(cat(rd.where(key), ": '", s.preset, "' (allowed: tiny, flash)"));
   } else if (key == "trunk_layers") {
-    s.trunk_layers = static_cast<int>(rd.integer(v, key, 1));
+    s.trunk_layers = static_cast<int>(rd.integer(v, key, 1, 43));  // Flash has 43 trunk layers
   } else if (key == "experts") {
     const std::string r = rd.scalar(v, key);
     if (r != "nvfp4" && r != "mxfp4") throw Error(cat(rd.where(key), ": '", r, "' (allowed: nvfp4, mxfp4)"));
     s.experts = r == "nvfp4" ? ExpertRecipe::nvfp4 : ExpertRecipe::mxfp4;
   } else if (key == "weights_seed") {
-    s.seed = static_cast<uint64_t>(rd.integer(v, key, 0));
+    s.seed = static_cast<uint64_t>(rd.integer(v, key, 0));  // the writer's --seed range: [0, 2^63)
   } else {
     s.share_layers = rd.boolean(v, key);
   }
@@ -161,6 +195,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
   c.source = source;
   if (root.IsNull()) return c;
   if (!root.IsMap()) throw Error(cat(source, ": expected a mapping of keys to values"));
+  rd.check_mapping(root, "");
 
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
@@ -171,11 +206,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     else if (key == "placement") c.placement = parse_placement(rd, v);
     else if (key == "max_seq") c.max_seq = rd.integer(v, key, 1);
     else if (key == "max_new") c.max_new = rd.integer(v, key, 1);
-    else if (key == "prompt_ids") {
-      c.prompt_ids.clear();
-      for (int64_t id : rd.integers(v, key, 0)) c.prompt_ids.push_back(static_cast<int32_t>(id));
-    } else if (key == "numerics") {
+    else if (key == "prompt_ids") c.prompt_ids = rd.int32s(v, key, 0);
+    else if (key == "numerics") {
       if (!v.IsMap()) throw Error(cat(rd.where(key), ": expected a mapping"));
+      rd.check_mapping(v, key);
       for (const auto& opt : v) {
         const std::string name = opt.first.as<std::string>();
         try {
@@ -185,30 +219,29 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
         }
       }
     } else if (key == "devices") {
-      c.devices.clear();
-      for (int64_t d : rd.integers(v, key, 0)) c.devices.push_back(static_cast<int>(d));
+      const auto devices = rd.int32s(v, key, 0);
+      c.devices.assign(devices.begin(), devices.end());
     } else if (key == "log_dir") c.log_dir = resolve_path(rd.scalar(v, key), base_dir);
     else if (key == "dump_boundary") c.dump_boundary = resolve_path(rd.scalar(v, key), base_dir);
     else if (key == "drafter") c.drafter = rd.scalar(v, key);
-    else if (key == "spec_depth") c.spec_depth = static_cast<int>(rd.integer(v, key, 0));
-    else if (key == "stop_ids") {
-      c.stop_ids.clear();
-      for (int64_t id : rd.integers(v, key, 0)) c.stop_ids.push_back(static_cast<int32_t>(id));
-    }
+    else if (key == "spec_depth") c.spec_depth = static_cast<int>(rd.integer(v, key, 0, INT32_MAX));
+    else if (key == "stop_ids") c.stop_ids = rd.int32s(v, key, 0);
     else if (key == "profile_ops") c.profile_ops = rd.boolean(v, key);
+    else if (key == "liveness_timeout_s") c.liveness_timeout_s = rd.number(v, key, 0);
     else if (parse_synthetic_key(rd, key, v, c)) continue;
     else
       throw Error(cat(rd.where(key), ": unknown key (known: model, backend, transport, "
                       "placement, max_seq, prompt_ids, max_new, numerics, devices, log_dir, "
-                      "dump_boundary, drafter, spec_depth, profile_ops, stop_ids, weights, preset, "
-                      "trunk_layers, experts, weights_seed, share_layers)"));
+                      "dump_boundary, drafter, spec_depth, profile_ops, stop_ids, liveness_timeout_s, "
+                      "weights, preset, trunk_layers, experts, weights_seed, share_layers)"));
   }
   return c;
 }
 
 RunConfig load_run_config(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error(cat("--config ", path, ": cannot open the run config"));
+  if (!in || std::filesystem::is_directory(path))
+    throw Error(cat("--config ", path, ": cannot open the run config (not a readable file)"));
   std::stringstream text;
   text << in.rdbuf();
   const auto base = std::filesystem::absolute(path).parent_path().string();

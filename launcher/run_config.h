@@ -50,8 +50,13 @@ struct RunConfig {
   int spec_depth = 0;                       // 0: default depth (S3)
   std::vector<int32_t> stop_ids;            // SPECDECODE S6; empty: run to max_new
   bool profile_ops = false;                 // per-op decode timing table in each rank's log
+  double liveness_timeout_s = kDefaultLivenessTimeout;  // a silent peer is declared failed; 0: never
 
   static constexpr int64_t kDefaultMaxSeq = 4096;
+  // comm/liveness.h: heartbeats run beside the work (loads and prefills keep beating),
+  // so only a stopped or unreachable process is silent; 5 minutes leaves room for a host
+  // stalled by memory pressure while an 80+ GB checkpoint is mapped.
+  static constexpr double kDefaultLivenessTimeout = 300.0;
   Transport effective_transport() const {
     return transport.value_or(backend == Backend::cuda ? Transport::nccl : Transport::mpi);
   }

@@ -1,10 +1,9 @@
 #include "launcher/spec_stats.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/error.h"
+#include "launcher/output_files.h"
 
 namespace dsv4 {
 
@@ -54,10 +53,7 @@ std::string spec_stats_json(const std::string& drafter, int depth_cap, const Gen
 }
 
 void write_spec_stats(const std::string& path, const std::string& json) {
-  std::ofstream f(path);
-  if (!f) throw Error(cat("--spec-stats ", path, ": cannot open for writing"));
-  f << json;
-  if (!f) throw Error(cat("--spec-stats ", path, ": write failed"));
+  write_file_atomically(path, json, "--spec-stats");
 }
 
 }  // namespace dsv4

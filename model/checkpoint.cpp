@@ -3,6 +3,7 @@
 #include "model/checkpoint.h"
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "model/census.h"
 #include "model/codecs.h"
 #include "model/error.h"
+#include "model/json_strict.h"
 
 namespace dsv4 {
 
@@ -208,16 +210,10 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
 
   const fs::path index_path = root / kIndexFile;
   if (fs::exists(index_path)) {
-    nlohmann::json index;
-    try {
-      std::ifstream in(index_path);
-      index = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(cat(index_path.string(), ": not valid JSON: ", e.what()));
-    }
-    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    const nlohmann::json index = load_json_strict(index_path.string());
+    if (!index.is_object() || !index.contains("weight_map") || !index.at("weight_map").is_object())
       throw Error(cat(index_path.string(), ": no weight_map object"));
-    for (const auto& [name, file] : index["weight_map"].items()) {
+    for (const auto& [name, file] : index.at("weight_map").items()) {
       if (!file.is_string())
         throw Error(cat(index_path.string(), ": weight_map entry ", name, " is not a file name"));
       const std::string f = file.get<std::string>();
@@ -226,14 +222,17 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
                         "', not a plain file name in the directory"));
       weight_map_[name] = f;
     }
-    if (index.contains("metadata") && index["metadata"].is_object() &&
-        index["metadata"].contains("total_size")) {
-      const nlohmann::json& t = index["metadata"]["total_size"];
+    if (index.contains("metadata") && index.at("metadata").is_object() &&
+        index.at("metadata").contains("total_size")) {
+      const nlohmann::json& t = index.at("metadata").at("total_size");
+      uint64_t total = 0;
+      const std::string text = t.is_string() ? t.get<std::string>() : std::string();
+      const auto parsed = std::from_chars(text.data(), text.data() + text.size(), total);
       if (t.is_number_unsigned()) {
         index_total_size_ = t.get<uint64_t>();
-      } else if (t.is_string() && !t.get<std::string>().empty() &&
-                 t.get<std::string>().find_first_not_of("0123456789") == std::string::npos) {
-        index_total_size_ = std::stoull(t.get<std::string>());
+      } else if (t.is_string() && !text.empty() && parsed.ec == std::errc() &&
+                 parsed.ptr == text.data() + text.size()) {
+        index_total_size_ = total;
       } else {
         throw Error(cat(index_path.string(), ": metadata.total_size is ", t.dump(),
                         ", not an integer or a decimal string"));

@@ -1,6 +1,7 @@
 // config.json reader and its invariants (CHECKPOINT.md §1.2, §6.2, A6, A7; C2, C3).
 #include "model/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "model/error.h"
+#include "model/json_strict.h"
 
 namespace dsv4 {
 
@@ -45,7 +47,9 @@ class Fields {
   double number(const char* key) const {
     const json& v = required(key);
     if (!v.is_number()) fail(key, cat("must be a number, got ", v.dump()));
-    return v.get<double>();
+    const double x = v.get<double>();
+    if (!std::isfinite(x)) fail(key, cat("= ", v.dump(), " is not a finite number"));
+    return x;
   }
 
   std::vector<int> int_list(const char* key) const {
@@ -97,17 +101,14 @@ void require(bool ok, const ModelConfig& c, const char* field, V value, const st
   if (!ok) throw Error(cat(c.source, ": field ", field, " = ", value, " ", rule));
 }
 
+constexpr int kMaxSinkhornIters = 1000;
+
 bool is_pow2(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
 ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
-  json root;
-  try {
-    root = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw Error(cat(source, ": not valid JSON: ", e.what()));
-  }
+  const json root = parse_json_strict(json_text, source);
   if (!root.is_object()) throw Error(cat(source, ": top level is not a JSON object"));
   const Fields f(root, source);
 
@@ -220,6 +221,24 @@ void validate_model_config(const ModelConfig& c) {
       {"hc_sinkhorn_iters", c.hc_sinkhorn_iters}};
   for (const auto& [field, value] : positives) require(value >= 1, c, field, value, "must be >= 1");
 
+  // Upper bounds the engine's index types impose: token ids travel as int32 (OpHeader,
+  // the tid2eid table), positions and row counts index int tables (attention index rows,
+  // rope tables), and the per-row widths below are computed in int.
+  require(c.vocab_size <= INT32_MAX, c, "vocab_size", c.vocab_size,
+          "must be <= 2147483647 (token ids are 32-bit)");
+  require(c.max_position_embeddings >= 2 && c.max_position_embeddings <= INT32_MAX, c,
+          "max_position_embeddings", c.max_position_embeddings,
+          "must lie in [2, 2147483647] (positions index 32-bit tables)");
+  const std::pair<const char*, int64_t> row_widths[] = {
+      {"hc_mult * hidden_size", int64_t{c.hc_mult} * c.hidden_size},
+      {"num_attention_heads * head_dim", int64_t{c.num_attention_heads} * c.head_dim},
+      {"index_n_heads * index_head_dim", int64_t{c.index_n_heads} * c.index_head_dim},
+      {"n_routed_experts * moe_intermediate_size",
+       int64_t{c.n_routed_experts} * c.moe_intermediate_size},
+      {"(2 + hc_mult) * hc_mult", (int64_t{2} + c.hc_mult) * c.hc_mult}};
+  for (const auto& [field, value] : row_widths)
+    require(value <= INT32_MAX, c, field, value, "must be <= 2147483647 (a 32-bit row width)");
+
   // §6.2 dimension constraints.
   require(c.hidden_size % 128 == 0, c, "hidden_size", c.hidden_size, "must be a multiple of 128");
   require(c.num_attention_heads % c.o_groups == 0, c, "o_groups", c.o_groups,
@@ -243,7 +262,26 @@ void validate_model_config(const ModelConfig& c) {
   require(int64_t{c.index_n_heads} * c.index_head_dim % 128 == 0, c, "index_n_heads",
           c.index_n_heads, "times index_head_dim must be a multiple of 128");
   require(c.index_topk >= 1, c, "index_topk", c.index_topk, "must be >= 1");
-  require(c.sliding_window >= 1, c, "sliding_window", c.sliding_window, "must be >= 1");
+  // A window or a selection wider than the longest sequence attends nothing more; a
+  // larger value is a corrupted config (and sizes every KV ring by it).
+  require(c.sliding_window >= 1 && c.sliding_window <= c.max_position_embeddings, c,
+          "sliding_window", c.sliding_window,
+          cat("must lie in [1, max_position_embeddings = ", c.max_position_embeddings, "]"));
+  require(c.index_topk <= c.max_position_embeddings, c, "index_topk", c.index_topk,
+          cat("must be <= max_position_embeddings = ", c.max_position_embeddings));
+  // MODEL.md §4.4: Sinkhorn on an hc x hc matrix converges geometrically; the release
+  // runs 20 iterations and f32 stops changing well before 1000, so more is a corrupted
+  // config (each iteration runs for every row of every layer, twice).
+  require(c.hc_sinkhorn_iters <= kMaxSinkhornIters, c, "hc_sinkhorn_iters", c.hc_sinkhorn_iters,
+          cat("must be <= ", kMaxSinkhornIters));
+  // Routing and activation constants (MODEL.md D16): a routed weight scale must be
+  // positive; swiglu_limit 0 disables the clamp, a negative limit is no limit at all.
+  require(c.routed_scaling_factor > 0, c, "routed_scaling_factor", c.routed_scaling_factor,
+          "must be > 0");
+  require(c.swiglu_limit >= 0, c, "swiglu_limit", c.swiglu_limit,
+          "must be >= 0 (0 disables the clamp, MODEL.md D16)");
+  require(c.num_nextn_predict_layers >= 0, c, "num_nextn_predict_layers",
+          c.num_nextn_predict_layers, "must be >= 0");
   require(c.num_hash_layers >= 0 && c.num_hash_layers <= c.num_hidden_layers, c, "num_hash_layers",
           c.num_hash_layers, cat("must lie in [0, num_hidden_layers = ", c.num_hidden_layers, "]"));
   require(c.num_experts_per_tok <= c.n_routed_experts, c, "num_experts_per_tok",
@@ -256,9 +294,14 @@ void validate_model_config(const ModelConfig& c) {
           cat("must lie in [0, vocab_size = ", c.vocab_size, ")"));
 
   // Rope (§1.2, §6.2): YaRN's original context lies below the maximum.
-  require(c.rope_theta > 0, c, "rope_theta", c.rope_theta, "must be > 0");
-  require(c.compress_rope_theta > 0, c, "compress_rope_theta", c.compress_rope_theta,
-          "must be > 0");
+  // The base's logarithm divides the YaRN correction dimension (MODEL.md rope): > 1.
+  require(c.rope_theta > 1, c, "rope_theta", c.rope_theta, "must be > 1");
+  require(c.compress_rope_theta > 1, c, "compress_rope_theta", c.compress_rope_theta,
+          "must be > 1");
+  require(c.rope_scaling.beta_fast > 0 && c.rope_scaling.beta_slow > 0 &&
+              c.rope_scaling.beta_fast >= c.rope_scaling.beta_slow,
+          c, "rope_scaling.beta_fast", c.rope_scaling.beta_fast,
+          cat("must be >= rope_scaling.beta_slow = ", c.rope_scaling.beta_slow, ", both > 0"));
   require(c.rope_scaling.factor >= 1, c, "rope_scaling.factor", c.rope_scaling.factor,
           "must be >= 1");
   require(c.rope_scaling.original_max_position_embeddings >= 1 &&
@@ -300,7 +343,9 @@ void validate_model_config(const ModelConfig& c) {
     const int r = c.compress_ratios[l];
     const std::string field = cat("compress_ratios[", l, "]");
     if (static_cast<int>(l) < c.num_hidden_layers)
-      require(r == 0 || r >= 4, c, field.c_str(), r, "must be 0, 4 or a coarse ratio > 4");
+      require(r == 0 || (r >= 4 && r <= c.max_position_embeddings), c, field.c_str(), r,
+              cat("must be 0, 4 or a coarse ratio > 4 (at most max_position_embeddings = ",
+                  c.max_position_embeddings, ")"));
     else
       require(r == 0, c, field.c_str(), r, "is a drafter block and must be 0");
   }

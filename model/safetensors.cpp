@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "model/error.h"
+#include "model/json_strict.h"
 
 namespace dsv4 {
 
@@ -61,19 +62,6 @@ bool tensor_bytes(const std::vector<int64_t>& shape, DType dtype, uint64_t* out)
 
 std::string syserr() { return std::strerror(errno); }
 
-// Parses the header JSON and reports the first repeated top-level name in *duplicate
-// (nlohmann::json would silently keep only one of them).
-nlohmann::json parse_header(const char* begin, const char* end, std::string* duplicate) {
-  std::set<std::string> seen;
-  auto on_event = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    if (event == nlohmann::json::parse_event_t::key && depth == 1 && duplicate->empty() &&
-        !seen.insert(parsed.get<std::string>()).second)
-      *duplicate = parsed.get<std::string>();
-    return true;
-  };
-  return nlohmann::json::parse(begin, end, on_event);
-}
-
 }  // namespace
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
@@ -110,16 +98,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
     const uint64_t buffer = data_bytes();
 
     const char* text = reinterpret_cast<const char*>(map_ + 8);
-    nlohmann::json header;
-    std::string duplicate;
-    try {
-      header = parse_header(text, text + n, &duplicate);
-    } catch (const nlohmann::json::exception& e) {
-      throw Error(cat(path, ": header is not valid JSON: ", e.what()));
-    }
+    const nlohmann::json header = parse_json_strict(text, text + n, path + " header", "tensor");
     if (!header.is_object()) throw Error(cat(path, ": header is not a JSON object"));
-    if (!duplicate.empty())
-      throw Error(cat(path, ": tensor '", duplicate, "': duplicate name in the header"));
 
     for (const auto& [name, info] : header.items()) {
       if (name == kMetadataKey) {

@@ -3,8 +3,9 @@
 # (idempotent). Runs apt-get as root, or through sudo when available.
 set -euo pipefail
 
+# clang + libclang-rt-14-dev: the libFuzzer targets scripts/test.sh runs briefly (docs/fuzzing.md).
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libyaml-cpp-dev
-          libcxxopts-dev doctest-dev nlohmann-json3-dev libspdlog-dev)
+          libcxxopts-dev doctest-dev nlohmann-json3-dev libspdlog-dev clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,12 +1,13 @@
 #include "stage/replay_drafter.h"
 
 #include <algorithm>
-#include <fstream>
+#include <climits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string_view>
 
 #include "model/error.h"
+#include "model/json_strict.h"
 
 namespace dsv4 {
 namespace {
@@ -33,9 +34,12 @@ void append_ids(const nlohmann::json& j, const char* key, const std::string& fil
   const nlohmann::json& a = j.at(key);
   if (!a.is_array()) throw Error(cat("replay file ", file, ": \"", key, "\" is not an array"));
   for (size_t i = 0; i < a.size(); ++i) {
-    if (!a[i].is_number_integer())
-      throw Error(cat("replay file ", file, ": \"", key, "\"[", i, "] is not an integer"));
-    out.push_back(a[i].get<int32_t>());
+    // Full width first: a recorded id past 32 bits is refused, not truncated.
+    if (!a[i].is_number_integer() || (a[i].is_number_unsigned() && a[i].get<uint64_t>() > INT32_MAX) ||
+        a[i].get<int64_t>() < 0 || a[i].get<int64_t>() > INT32_MAX)
+      throw Error(cat("replay file ", file, ": \"", key, "\"[", i, "] = ", a[i].dump(),
+                      " is not a token id in [0, 2147483647]"));
+    out.push_back(static_cast<int32_t>(a[i].get<int64_t>()));
   }
 }
 
@@ -58,13 +62,11 @@ ReplaySpec parse_replay_spec(const std::string& text) {
 }
 
 std::vector<int32_t> read_replay_tokens(const std::string& file) {
-  std::ifstream f(file);
-  if (!f) throw Error(cat("replay file ", file, ": cannot open"));
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(cat("replay file ", file, ": not JSON (", e.what(), ")"));
+    j = load_json_strict(file);  // a repeated key is refused, not silently overridden
+  } catch (const Error& e) {
+    throw Error(cat("replay file ", e.what()));
   }
   if (!j.is_object() || !j.contains("tokens"))
     throw Error(cat("replay file ", file, ": no \"tokens\" array"));

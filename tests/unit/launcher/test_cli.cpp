@@ -94,3 +94,28 @@ TEST_CASE("--stop-ids overrides stop_ids: and is refused by name") {
         std::string::npos);
   CHECK(help_text().find("--stop-ids") != std::string::npos);
 }
+
+TEST_CASE("DSV4_FAULT_INJECT: a rank the job lacks is refused; an operation never reached is reported") {
+  setenv("DSV4_FAULT_INJECT", "3:1:error", 1);
+  CHECK_THROWS_WITH_AS(fault_plan_from_env(3),
+                       "DSV4_FAULT_INJECT: '3:1:error' names rank 3, but the job has 3 rank(s) (0..2)",
+                       Error);
+  setenv("DSV4_FAULT_INJECT", "1:5:error", 1);
+  const FaultInjection on_rank1(fault_plan_from_env(3), 1), on_rank0(fault_plan_from_env(3), 0);
+  CHECK_FALSE(on_rank0.hook());  // the plan is rank 1's
+  const auto hook = on_rank1.hook();
+  REQUIRE(hook);
+  OpHeader h;
+  h.kind = OpKind::decode;
+  for (int op = 0; op < 3; ++op) hook(op, h);
+  CHECK(on_rank1.missed() ==
+        "DSV4_FAULT_INJECT: rank 1 ran 3 operation(s); operation 5 never happened, so nothing "
+        "was injected");
+  CHECK(on_rank0.missed().empty());
+  hook(3, h);
+  hook(4, h);
+  CHECK_THROWS_WITH_AS(hook(5, h), "injected failure before operation 5 (decode, DSV4_FAULT_INJECT)",
+                       Error);
+  CHECK(on_rank1.missed().empty());
+  unsetenv("DSV4_FAULT_INJECT");
+}

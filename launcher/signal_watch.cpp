@@ -1,0 +1,52 @@
+#include "launcher/signal_watch.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "launcher/process_exit.h"
+#include "model/error.h"
+
+namespace dsv4 {
+
+namespace {
+int wake_fds[2] = {-1, -1};   // the handler's self-pipe to the exit thread
+volatile sig_atomic_t received = 0;
+
+// Any thread may take the signal; the handler only does what is async-signal-safe.
+void on_stop_signal(int sig) {
+  if (received) _exit(128 + sig);  // the second signal: no more waiting
+  received = sig;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  [[maybe_unused]] const ssize_t n = write(wake_fds[1], &byte, 1);
+}
+}  // namespace
+
+void watch_stop_signals(int rank) {
+  if (pipe2(wake_fds, O_CLOEXEC) != 0) return;  // no pipe: the default actions stay
+  std::thread([rank] {
+    unsigned char byte = 0;
+    while (read(wake_fds[0], &byte, 1) != 1) {
+    }
+    const int sig = byte, code = 128 + sig;
+    const char* abbrev = sigabbrev_np(sig);
+    // Under mpirun every rank gets the signal at once and the first rank to exit makes
+    // mpirun kill the rest: a short pause after the line lets every rank write its own,
+    // and rank 0's reach mpirun's output, before any rank is gone.
+    exit_process(code, std::chrono::milliseconds(500),
+                 rank == 0 ? spdlog::level::err : spdlog::level::debug,
+                 cat("rank ", rank, ": interrupted by ", abbrev ? "SIG" : "",
+                     abbrev ? abbrev : strsignal(sig), ": stopping (exit status ", code, ")"));
+  }).detach();
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+}  // namespace dsv4

@@ -1,0 +1,16 @@
+// SIGINT / SIGTERM / SIGHUP (issue 17 item 6). Under mpirun, a signal to mpirun reaches
+// every rank as SIGTERM; run directly, the process gets it itself. Each rank ends with
+// exit status 128 + the signal number (130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP):
+// partial outputs removed, logs flushed, one line. Rank 0 says it on stderr
+// ("interrupted by SIGINT: stopping"); the other ranks write theirs to their log only,
+// so the job prints one message. The first signal starts that orderly exit (bounded: it
+// waits for no peer); a second one ends the process at once.
+#pragma once
+
+namespace dsv4 {
+
+// Installs the handlers (after MPI start-up, which may install its own) and starts the
+// thread that carries out the exit.
+void watch_stop_signals(int rank);
+
+}  // namespace dsv4
