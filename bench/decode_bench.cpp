@@ -126,6 +126,7 @@ int run(int argc, char** argv) {
   const std::vector<int64_t> contexts = int_list(args["contexts"].as<std::string>(), "--contexts");
   const std::vector<int64_t> verify_rows = int_list(args["verify-rows"].as<std::string>(), "--verify-rows");
   const int64_t verify_ctx = args["verify-context"].as<int64_t>();
+  const int64_t profile_ctx = args["profile-context"].as<int64_t>();
 
   const ModelConfig cfg = preset_by_name(args["preset"].as<std::string>(), args["trunk-layers"].as<int>());
   SyntheticOptions so;
@@ -142,7 +143,8 @@ int run(int argc, char** argv) {
   for (int64_t t : verify_rows)
     if (verify && t > tmax) throw Error(cat("--verify-rows: T = ", t, " exceeds block_size + 1 = ", tmax));
 
-  int64_t max_pos = std::max(*std::max_element(contexts.begin(), contexts.end()), verify_ctx);
+  const int64_t max_pos =
+      std::max({*std::max_element(contexts.begin(), contexts.end()), verify_ctx, profile_ctx});
   const int64_t max_seq = std::min<int64_t>(max_pos + (warmup + steps + 1) * std::max<int>(tmax, 1) + 8,
                                             cfg.max_position_embeddings);
   StageSpec spec;
@@ -245,7 +247,6 @@ int run(int argc, char** argv) {
     }
   }
 
-  const int64_t profile_ctx = args["profile-context"].as<int64_t>();
   if (profile_ctx > 0) {
     TimedOps timed(*ops);
     Stage profiled(ckpt, timed, spec);
