@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "comm/mpi_check.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "comm/data_plane.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

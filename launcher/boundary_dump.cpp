@@ -3,7 +3,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/safetensors.h"
 
 namespace dsv4 {

@@ -2,7 +2,7 @@
 
 #include <cxxopts.hpp>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -1,7 +1,7 @@
 #include "launcher/placement_plan.h"
 
 #include "model/census.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -26,7 +26,7 @@
 #include "launcher/run_config.h"
 #include "launcher/spec_stats.h"
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/coordinator.h"
 #include "stage/pipeline.h"
 

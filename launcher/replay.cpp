@@ -6,7 +6,7 @@
 
 #include "launcher/boundary_dump.h"
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -3,7 +3,7 @@
 // tid2eid iff hash layer, gate.bias otherwise (§2, A6).
 #include "model/census.h"
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -16,7 +16,7 @@
 
 #include "model/census.h"
 #include "model/codecs.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

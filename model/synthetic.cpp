@@ -17,7 +17,7 @@
 
 #include "model/census.h"
 #include "model/codecs.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
 

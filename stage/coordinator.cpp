@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "comm/mpi_check.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

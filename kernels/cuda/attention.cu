@@ -2,7 +2,7 @@
 // order. One block per (row, head); -1 index entries are skipped entirely (law 3).
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kernels/cuda/cuda_check.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernels/quant_scalar.h"
+#include "base/scalar_formats.h"
 
 namespace dsv4::cuda {
 

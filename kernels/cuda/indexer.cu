@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

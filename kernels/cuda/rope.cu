@@ -2,7 +2,7 @@
 // multiply with the table entry of the row's position (bit-identical to the CPU twin).
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

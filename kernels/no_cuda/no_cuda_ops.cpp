@@ -1,6 +1,6 @@
 // make_cuda_ops() of a build without the CUDA backend: refuses by name (issue 5, item 5).
 #include "kernels/ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

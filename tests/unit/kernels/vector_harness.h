@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/tensor_view.h"
 
 namespace dsv4::test {

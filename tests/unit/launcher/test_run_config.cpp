@@ -5,7 +5,7 @@
 #include <string>
 
 #include "launcher/run_config.h"
-#include "model/error.h"
+#include "base/error.h"
 
 using namespace dsv4;
 
