@@ -18,9 +18,6 @@ constexpr float kE4m3Max = 448.0f;
 constexpr float kE2m1Max = 6.0f;
 constexpr uint8_t kE4m3One = 0x38;  // e4m3 code of 1.0
 
-// §3.5 magnitude index (bits 2..0) -> value.
-constexpr float kE2m1Values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void require_finite(float y, const char* encoder) {
@@ -92,8 +89,6 @@ void require_view(const TensorView& v, DType dtype, std::vector<int64_t> shape) 
 
 // ---- §3.1 BF16 ----
 
-float bf16_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
-
 uint16_t f32_to_bf16(float x) {
   if (std::isnan(x)) throw Error("f32_to_bf16: NaN input (CHECKPOINT.md §3.8 rule 1)");
   return static_cast<uint16_t>(f32_bits(bf16_round(x)) >> 16);
@@ -103,14 +98,6 @@ float round_to_bf16(float x) { return bf16_round(x); }
 
 // ---- §3.2 E4M3FN ----
 
-float e4m3_to_f32(uint8_t code) {
-  const int s = code >> 7, e = (code >> 3) & 0xF, m = code & 0x7;
-  if (e == 15 && m == 7) return std::nanf("");
-  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9)
-                           : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
-  return s ? -mag : mag;
-}
-
 uint8_t encode_e4m3(float y) {
   require_finite(y, "encode_e4m3");
   // Rule 2: nearest value of the clamped magnitude, ties to the even code.
@@ -118,19 +105,7 @@ uint8_t encode_e4m3(float y) {
   return (y < 0 && code != 0) ? static_cast<uint8_t>(code | 0x80) : code;
 }
 
-// ---- §3.3 E8M0 ----
-
-float e8m0_to_f32(uint8_t code) {
-  if (code == 0xFF) return std::nanf("");
-  return std::ldexp(1.0f, static_cast<int>(code) - 127);  // code 0: subnormal 2^-127 (C6)
-}
-
 // ---- §3.5 E2M1 ----
-
-float e2m1_to_f32(uint8_t nibble) {
-  const float mag = kE2m1Values[nibble & 0x7];
-  return (nibble & 0x8) ? -mag : mag;  // 0x8 -> -0.0 (C5)
-}
 
 uint8_t encode_e2m1(float y) {
   require_finite(y, "encode_e2m1");
