@@ -15,7 +15,9 @@
 #include "comm/nccl_transport.h"
 #include "kernels/ops.h"
 #include "kernels/timed_ops.h"
+#include "launcher/backend_default.h"
 #include "launcher/boundary_dump.h"
+#include "launcher/build_info.h"
 #include "launcher/cli.h"
 #include "launcher/device_select.h"
 #include "launcher/fault_injection.h"
@@ -27,6 +29,7 @@
 #include "launcher/spec_stats.h"
 #include "model/checkpoint.h"
 #include "base/error.h"
+#include "base/host.h"
 #include "stage/coordinator.h"
 #include "stage/pipeline.h"
 
@@ -138,7 +141,7 @@ RankRuntime build_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank,
   for (const auto& s : rt.ckpt->shards_opened()) shards += (shards.empty() ? "" : ", ") + s;
   log->info("rank {} of {}: layers [{}, {}){}{}, backend {}{}, transport {}", rank, size,
             spec.layers.begin, spec.layers.end, spec.first() ? " + embed" : "",
-            spec.last() ? " + head" : "", backend_name(cfg.backend),
+            spec.last() ? " + head" : "", backend_name(*cfg.backend),
             device >= 0 ? cat(" (device ", device, ")") : std::string(),
             size > 1 ? transport_name(cfg.effective_transport()) : "none");
   log->info("resident bytes {} (stage {}), shards opened: {}", rt.ckpt->bytes_loaded(),
@@ -169,6 +172,21 @@ std::string joined(const std::vector<int32_t>& ids) {
   return s;
 }
 
+// One speculative round for the log: the proposal, the verifier's ruling and what was
+// committed (SPECDECODE.md §5.1; a stop at an accepted draft j commits j rows, S6).
+std::string round_line(const SpecRound& r, const SpecResult& run, int index) {
+  const int64_t m0 = r.start_pos + 1;
+  if (r.t_batch == 0)
+    return cat("round ", index, " at pos ", m0, ": proposal ", joined(r.drafts),
+               ", budget spent: head token emitted, nothing verified or committed");
+  const int committed = run.stopped ? r.emitted - 1 : r.emitted;
+  return cat("round ", index, " at pos ", m0, ": proposal ", joined(r.drafts), ", verified ",
+             r.t_batch, " rows, accepted ", r.accepts, " of ", r.t_batch - 1, " drafts, committed ",
+             committed, " (positions ", m0, "..", m0 + committed - 1, "), emitted ", r.emitted,
+             r.drafter_nan ? ", drafter NaN: noise drafts" : "", ", ",
+             static_cast<int64_t>(r.round_us), " us");
+}
+
 void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime& rt,
                        spdlog::logger& log) {
   Coordinator coordinator(*rt.pipeline, rt.control.get(), rt.max_seq,
@@ -182,6 +200,9 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
   if (speculative) {  // S3: fixed depth, default block_size + 1
     req.spec_tmax = rt.ckpt->config().dspark.block_size + 1;
     req.depth_cap = cfg.spec_depth > 0 ? cfg.spec_depth : req.spec_tmax;
+    req.on_round = [&log](const SpecRound& r, const SpecResult& run) {
+      log.debug("{}", round_line(r, run, static_cast<int>(run.rounds.size()) - 1));
+    };
   }
   const GenerationResult res = coordinator.generate(req);
   coordinator.stop();
@@ -254,15 +275,23 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
   std::string setup_error;
   try {
     cli = parse_cli(argc, argv);
-    if (cli.help) {
-      if (rank == 0) std::fputs(help_text().c_str(), stdout);
+    if (cli.help || cli.version) {
+      const std::string text = cli.help ? help_text() : version_text() + "\n";
+      if (rank == 0) std::fputs(text.c_str(), stdout);
       return 0;
     }
     cfg = load_run_config(cli.config);
     apply_cli(cli, cfg);
+    std::string backend_reason;
+    if (!cfg.backend) {
+      const BackendDefault chosen = default_backend(cuda_backend_built(), cuda_devices_visible());
+      cfg.backend = chosen.backend;
+      backend_reason = chosen.reason;
+    }
     check_run_config(cfg);
     log = make_rank_logger(rank, cfg.log_dir);
-    log->debug("pid {}", static_cast<long>(getpid()));
+    log->info("{} on host {}, pid {}", version_text(), host_name(), static_cast<long>(getpid()));
+    if (!backend_reason.empty()) log->info("{}", backend_reason);
     if (cli.stage_only) {
       if (size != 1)
         throw Error(cat("--stage-only: runs as a single process (started with ", size,

@@ -1,10 +1,9 @@
 #include "kernels/cuda/cuda_check.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 
 #include "base/error.h"
+#include "base/host.h"
 
 namespace dsv4 {
 
@@ -15,12 +14,6 @@ std::string rank_name() {
   for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
     if (const char* v = std::getenv(var)) return v;
   return "?";
-}
-
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "?";
-  return buf;
 }
 
 }  // namespace

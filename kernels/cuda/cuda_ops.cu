@@ -270,6 +270,15 @@ void CudaOps::embed(const TensorView& table, const int32_t* ids, int s, int hc, 
 
 bool cuda_backend_built() { return true; }
 
+int cuda_devices_visible() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: clear the error, report none
+    return 0;
+  }
+  return count;
+}
+
 std::unique_ptr<Ops> make_cuda_ops(int device) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);

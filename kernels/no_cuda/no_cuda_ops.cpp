@@ -5,6 +5,7 @@
 namespace dsv4 {
 
 bool cuda_backend_built() { return false; }
+int cuda_devices_visible() { return 0; }
 
 std::unique_ptr<Ops> make_cuda_ops(int) {
   throw Error(
