@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "comm/control_plane.h"
 #include "comm/data_plane.h"
+#include "comm/device_staging.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_endpoint.h"
 #include "comm/nccl_transport.h"
@@ -59,14 +61,34 @@ std::unique_ptr<Ops> make_ops(const RunConfig& c, int device) {
   return c.backend == Backend::cuda ? make_cuda_ops(device) : make_cpu_ops();
 }
 
+// The largest boundary payload of the run in floats: h [T, hc, H] or taps [T, n_targets, H]
+// of its longest operation (the prompt, or a verify round of block_size + 1 rows; the
+// stage's workspace is sized from the same rows).
+size_t max_payload_floats(const StageSpec& spec, const ModelConfig& mc) {
+  int64_t rows = std::max<int64_t>(1, spec.max_prompt);
+  if (spec.drafter) rows = std::max<int64_t>(rows, mc.dspark.block_size + 1);
+  const size_t width = std::max<size_t>(static_cast<size_t>(mc.hc_mult),
+                                        spec.drafter ? mc.dspark.target_layer_ids.size() : 0);
+  return static_cast<size_t>(rows) * width * static_cast<size_t>(mc.hidden_size);
+}
+
 std::unique_ptr<DataPlane> make_data_plane(const RunConfig& c, MpiEndpoint& ep, Ops& ops,
-                                           int device) {
+                                           int device, size_t payload_floats,
+                                           spdlog::logger& log) {
   if (c.effective_transport() == Transport::nccl) return make_nccl_transport(ep, device);
   if (c.backend == Backend::cpu) return make_mpi_transport(ep, HostStaging{});
-  // Device memory travels through host buffers.
   HostStaging staging;
+  if (mpi_cuda_aware()) {  // MPI moves device memory itself
+    staging.before_transfer = [&ops] { ops.synchronize(); };
+    log.info("transport mpi: the MPI library is CUDA-aware; device pointers go to MPI");
+    return make_mpi_transport(ep, std::move(staging));
+  }
   staging.to_host = [&ops](float* host, const float* src, size_t n) { ops.download(host, src, n); };
   staging.from_host = [&ops](float* dst, const float* host, size_t n) { ops.upload(dst, host, n); };
+  staging.buffer = alloc_pinned_floats(payload_floats);
+  staging.buffer_floats = payload_floats;
+  log.info("transport mpi: the MPI library is not CUDA-aware; payloads are staged through "
+           "{:.1f} MiB of pinned host memory", payload_floats * sizeof(float) / 1048576.0);
   return make_mpi_transport(ep, std::move(staging));
 }
 
@@ -158,7 +180,8 @@ void connect_rank(const RunConfig& cfg, MpiEndpoint& ep, RankRuntime& rt,
                   std::shared_ptr<spdlog::logger> log) {
   if (ep.size() > 1) {
     rt.control = std::make_unique<ControlPlane>(ep);
-    rt.data = make_data_plane(cfg, ep, *rt.ops, rt.device);
+    rt.data = make_data_plane(cfg, ep, *rt.ops, rt.device,
+                              max_payload_floats(rt.stage->spec(), rt.ckpt->config()), *log);
   }
   rt.pipeline = std::make_unique<Pipeline>(*rt.stage, *rt.ops, rt.ckpt->config(),
                                            rt.control.get(), rt.data.get(),
