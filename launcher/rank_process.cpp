@@ -30,6 +30,7 @@
 #include "launcher/run_config.h"
 #include "launcher/spec_stats.h"
 #include "model/checkpoint.h"
+#include "base/call_failure.h"
 #include "base/error.h"
 #include "base/host.h"
 #include "stage/coordinator.h"
@@ -288,6 +289,7 @@ void log_exit(const std::shared_ptr<spdlog::logger>& log, int code) {
 
 int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank) {
   const int rank = ep.rank(), size = ep.size();
+  set_process_rank(rank);  // named by every CUDA / NCCL / MPI call failure
   std::shared_ptr<spdlog::logger> log;
   CliOptions cli;
   RunConfig cfg;

@@ -2,7 +2,7 @@
 // then the same RMSNorm, rope and quantizer ops the rest of the backend uses.
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "base/error.h"
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "base/error.h"
 
 namespace dsv4 {

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "base/error.h"
 

@@ -7,7 +7,7 @@
 // and the path depend only on the weight and the row layout, never on the row count, so
 // a row of a T-row call is bit-identical to the same row alone (SPECDECODE.md §6.3 R-I3).
 #pragma once
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // KV fake-quant (MODEL.md §4.8) and Hadamard + FP4 QAT (§4.10, §4.11) ops.
 #include <cmath>
 
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/quant.cuh"
 #include "base/error.h"
