@@ -21,7 +21,7 @@
 #include "kernels/ops.h"
 #include "kernels/timed_ops.h"
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 #include "model/step_bytes.h"
 #include "stage/stage.h"

@@ -11,7 +11,7 @@
 
 #include "model/census.h"
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 #include "model/step_bytes.h"
 

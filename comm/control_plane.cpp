@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

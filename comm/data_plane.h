@@ -1,9 +1,10 @@
 // The data plane (ARCHITECTURE.md "What crosses a boundary"): one payload per operation
 // between neighbouring stages, h [T, hc, H] f32 plus optional tap rows [T, n_targets, H].
 // Pointers are BACKEND memory (host on cpu, device on cuda). Implementations:
-// comm/mpi_transport.cpp (host bytes over MPI; device memory is staged through host
-// buffers with the copy callbacks below) and the NCCL transport (comm/cuda/), which
-// implements the same interface on device pointers. comm includes no CUDA header.
+// comm/mpi_transport.cpp (MPI; on GPUs it hands MPI the device pointers when the library
+// is CUDA-aware, and otherwise stages them through a pinned host buffer allocated once,
+// comm/device_staging.h) and the NCCL transport (comm/cuda/), which implements the same
+// interface on device pointers. comm includes no CUDA header.
 #pragma once
 #include <cstddef>
 #include <functional>
@@ -30,11 +31,17 @@ class DataPlane {
   virtual void recv(int src, const BoundaryPayload& p) = 0;
 };
 
-// Copies between backend and host memory. Both empty: backend memory is host memory
-// (the CPU backend), payloads go straight to MPI.
+// How backend memory reaches MPI. No copies (direct): MPI reads and writes the payload
+// pointers themselves — host memory on the CPU backend, device memory with CUDA-aware MPI,
+// where `before_transfer` (the backend's synchronize) runs first so a send reads finished
+// rows and a receive overwrites no buffer a kernel still reads. With the copies: payloads
+// go through `buffer`, allocated once for the largest payload (pinned host memory).
 struct HostStaging {
   std::function<void(float* host, const float* backend, size_t n)> to_host;
   std::function<void(float* backend, const float* host, size_t n)> from_host;
+  std::shared_ptr<float> buffer;  // [buffer_floats], with the copies
+  size_t buffer_floats = 0;
+  std::function<void()> before_transfer;  // direct device pointers
   bool direct() const { return !to_host && !from_host; }
 };
 

@@ -1,6 +1,6 @@
-// MPI_CHECK: every MPI call is checked; a failure aborts with the call, file, line,
-// rank and host (CONVENTIONS.md "Errors", nccl-tests' pattern). An MPI failure is an
-// environment fault, not bad input, so it is not a dsv4::Error.
+// MPI_CHECK: every MPI call is checked; a failure prints base/call_failure.h's text (call,
+// file, line, rank, host, pid) and aborts the job: MPI carries the failure protocol, so a
+// failing MPI cannot carry its own failure (CONVENTIONS.md "Errors").
 #pragma once
 #include <mpi.h>
 

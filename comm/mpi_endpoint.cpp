@@ -1,7 +1,5 @@
 #include "comm/mpi_endpoint.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -9,8 +7,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include "base/call_failure.h"
 #include "comm/mpi_check.h"
-#include "model/error.h"
 
 namespace dsv4 {
 
@@ -18,12 +16,9 @@ namespace dsv4 {
   char text[MPI_MAX_ERROR_STRING] = {0};
   int len = 0;
   MPI_Error_string(code, text, &len);
-  int rank = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  std::fprintf(stderr, "MPI failure: %s returned %d (%s) at %s:%d, rank %d, host %s\n", call,
-               code, text, file, line, rank, host);
+  const std::string failure = call_failure_text("MPI", call, cat("error ", code, " (", text, ")"),
+                                                file, line);
+  std::fprintf(stderr, "%s; aborting the job\n", failure.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();

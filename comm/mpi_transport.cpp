@@ -1,9 +1,8 @@
-// The MPI data plane: the CPU backend's transport, and the GPU fallback that stages
-// device memory through host buffers (ARCHITECTURE.md "What crosses a boundary").
-#include <vector>
-
+// The MPI data plane: the CPU backend's transport, and on GPUs either device pointers
+// straight to a CUDA-aware MPI or copies through one pinned host buffer
+// (ARCHITECTURE.md "What crosses a boundary"; comm/data_plane.h HostStaging).
+#include "base/error.h"
 #include "comm/data_plane.h"
-#include "model/error.h"
 
 namespace dsv4 {
 
@@ -11,8 +10,8 @@ namespace {
 class MpiTransport final : public DataPlane {
  public:
   MpiTransport(MpiEndpoint& ep, HostStaging staging) : ep_(ep), staging_(std::move(staging)) {
-    DSV4_CHECK(staging_.direct() || (staging_.to_host && staging_.from_host),
-               "host staging needs both copy directions");
+    DSV4_CHECK(staging_.direct() || (staging_.to_host && staging_.from_host && staging_.buffer),
+               "host staging needs both copy directions and its buffer");
   }
   const char* name() const override { return "mpi"; }
 
@@ -27,21 +26,30 @@ class MpiTransport final : public DataPlane {
 
  private:
   void send_part(int dst, int tag, const float* data, size_t n) {
-    if (staging_.direct()) return ep_.send(dst, tag, data, n * sizeof(float));
-    host_.resize(n);
-    staging_.to_host(host_.data(), data, n);
-    ep_.send(dst, tag, host_.data(), n * sizeof(float));
+    if (staging_.direct()) {
+      if (staging_.before_transfer) staging_.before_transfer();
+      return ep_.send(dst, tag, data, n * sizeof(float));
+    }
+    staging_.to_host(staged(n), data, n);
+    ep_.send(dst, tag, staged(n), n * sizeof(float));
   }
   void recv_part(int src, int tag, float* data, size_t n) {
-    if (staging_.direct()) return ep_.recv(src, tag, data, n * sizeof(float));
-    host_.resize(n);
-    ep_.recv(src, tag, host_.data(), n * sizeof(float));
-    staging_.from_host(data, host_.data(), n);
+    if (staging_.direct()) {
+      if (staging_.before_transfer) staging_.before_transfer();
+      return ep_.recv(src, tag, data, n * sizeof(float));
+    }
+    ep_.recv(src, tag, staged(n), n * sizeof(float));
+    staging_.from_host(data, staged(n), n);
+  }
+  // The staging buffer, sized at start-up for the run's largest payload.
+  float* staged(size_t n) {
+    DSV4_CHECK(n <= staging_.buffer_floats, "payload of ", n, " floats exceeds the staging "
+               "buffer of ", staging_.buffer_floats);
+    return staging_.buffer.get();
   }
 
   MpiEndpoint& ep_;
   HostStaging staging_;
-  std::vector<float> host_;  // staging buffer (device backends)
 };
 }  // namespace
 

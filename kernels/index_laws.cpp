@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 namespace {

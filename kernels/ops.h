@@ -177,5 +177,7 @@ std::unique_ptr<Ops> make_cpu_ops();
 // Throws Error("backend: cuda ...") when the build has no CUDA or no device is usable.
 std::unique_ptr<Ops> make_cuda_ops(int device);
 bool cuda_backend_built();
+// CUDA devices this process sees (0 without the CUDA backend, a driver or a device).
+int cuda_devices_visible();
 
 }  // namespace dsv4

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "launcher/output_files.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/safetensors.h"
 
 namespace dsv4 {

@@ -5,15 +5,29 @@
 #include <climits>
 #include <cxxopts.hpp>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 
 namespace {
+const char* kExamples = R"(Example: the tiny test model on two ranks (write it first with
+`dsv4-mkckpt --preset tiny --seed 1 --out /tmp/tiny`), printing 16 tokens:
+  mpirun -np 2 dsv4-stage --config configs/tiny.yaml --model /tmp/tiny \
+      --prompt-ids 5,6,7 --max-new 16
+More:
+  dsv4-stage --config configs/tiny.yaml --model /tmp/tiny --drafter dspark \
+      --spec-stats stats.json                     # speculative decoding, one process
+  mpirun -np 2 dsv4-stage --config configs/flash-2gpu.yaml --log-dir logs
+                                                  # Flash on 2 GPUs, one log per rank
+  dsv4-stage --config C --stage-only 1 --replay DUMP   # one stage against a boundary dump
+
+)";
+
 const char* kYamlKeys = R"(
 Run config keys (YAML; configs/README.md documents each):
   model          checkpoint directory (relative to the config file's folder)
-  backend        cpu (default) | cuda
+  backend        cuda | cpu (default: cuda when this build has CUDA and a device is
+                 visible, else cpu; the log says which and why)
   transport      mpi | nccl (default: mpi for cpu, nccl for cuda)
   placement      auto (balance resident bytes) | [[begin, end), ...] one range per rank
   max_seq        positions a sequence may use (default min(max_position_embeddings, 4096))
@@ -70,12 +84,13 @@ cxxopts::Options make_options() {
      "(sets profile_ops: true)")
     ("liveness-timeout", "seconds without a peer's heartbeat before it is declared failed, "
      "0 = never (overrides liveness_timeout_s:, default 300)", cxxopts::value<std::string>())
+    ("version", "print the source revision and whether CUDA is built in")
     ("h,help", "print this help");
   return o;
 }
 }  // namespace
 
-std::string help_text() { return make_options().help() + kYamlKeys; }
+std::string help_text() { return kExamples + make_options().help() + kYamlKeys; }
 
 CliOptions parse_cli(int argc, char** argv) {
   auto options = make_options();
@@ -89,7 +104,8 @@ CliOptions parse_cli(int argc, char** argv) {
   if (!r.unmatched().empty())
     throw Error(cat("command line: unexpected argument '", r.unmatched().front(), "'"));
   cli.help = r.count("help") > 0;
-  if (cli.help) return cli;
+  cli.version = r.count("version") > 0;
+  if (cli.help || cli.version) return cli;
   if (!r.count("config")) throw Error("--config: missing (dsv4-stage --config FILE.yaml)");
   cli.config = r["config"].as<std::string>();
   auto text = [&](const char* flag, std::optional<std::string>& out) {

@@ -12,6 +12,7 @@ namespace dsv4 {
 
 struct CliOptions {
   bool help = false;
+  bool version = false;                     // --version
   std::string config;                       // --config (required unless --help)
   std::optional<std::string> model, log_dir, dump_boundary, backend, drafter;
   std::optional<std::vector<int32_t>> prompt_ids, stop_ids;

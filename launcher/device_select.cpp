@@ -1,7 +1,7 @@
 #include "launcher/device_select.h"
 
 #include "comm/mpi_check.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "launcher/output_files.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "model/census.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
 

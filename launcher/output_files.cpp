@@ -10,7 +10,7 @@
 #include <mutex>
 #include <set>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

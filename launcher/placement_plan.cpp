@@ -1,15 +1,17 @@
 #include "launcher/placement_plan.h"
 
 #include "model/census.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 
 namespace {
-// NVFP4 experts carry weight_scale_2 (CHECKPOINT.md §2.5); MXFP4 experts do not.
+// From the index alone (no shard is opened): the recipe whose block-scale sibling the
+// index names. A block that names neither sizes as MXFP4 here; loading it refuses it (R10).
 ExpertRecipe recipe_of(const Checkpoint& ckpt, const std::string& block) {
-  return ckpt.has(block + ".ffn.experts.0.w1.weight_scale_2") ? ExpertRecipe::nvfp4
-                                                              : ExpertRecipe::mxfp4;
+  const std::string stem = block + ".ffn.experts.0.w1";
+  return expert_recipe_of_scale_sibling([&](const char* suffix) { return ckpt.has(stem + suffix); })
+      .value_or(ExpertRecipe::mxfp4);
 }
 }  // namespace
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -13,12 +14,15 @@
 #include "comm/control_plane.h"
 #include "comm/liveness.h"
 #include "comm/data_plane.h"
+#include "comm/device_staging.h"
 #include "comm/mpi_check.h"
 #include "comm/mpi_endpoint.h"
 #include "comm/nccl_transport.h"
 #include "kernels/ops.h"
 #include "kernels/timed_ops.h"
+#include "launcher/backend_default.h"
 #include "launcher/boundary_dump.h"
+#include "launcher/build_info.h"
 #include "launcher/cli.h"
 #include "launcher/device_select.h"
 #include "launcher/fault_injection.h"
@@ -35,7 +39,9 @@
 #include "launcher/spec_stats.h"
 #include "launcher/weight_source.h"
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/call_failure.h"
+#include "base/error.h"
+#include "base/host.h"
 #include "stage/coordinator.h"
 #include "stage/pipeline.h"
 
@@ -68,14 +74,34 @@ std::unique_ptr<Ops> make_ops(const RunConfig& c, int device) {
   return c.backend == Backend::cuda ? make_cuda_ops(device) : make_cpu_ops();
 }
 
+// The largest boundary payload of the run in floats: h [T, hc, H] or taps [T, n_targets, H]
+// of its longest operation (the prompt, or a verify round of block_size + 1 rows; the
+// stage's workspace is sized from the same rows).
+size_t max_payload_floats(const StageSpec& spec, const ModelConfig& mc) {
+  int64_t rows = std::max<int64_t>(1, spec.max_prompt);
+  if (spec.drafter) rows = std::max<int64_t>(rows, mc.dspark.block_size + 1);
+  const size_t width = std::max<size_t>(static_cast<size_t>(mc.hc_mult),
+                                        spec.drafter ? mc.dspark.target_layer_ids.size() : 0);
+  return static_cast<size_t>(rows) * width * static_cast<size_t>(mc.hidden_size);
+}
+
 std::unique_ptr<DataPlane> make_data_plane(const RunConfig& c, MpiEndpoint& ep, Ops& ops,
-                                           int device) {
+                                           int device, size_t payload_floats,
+                                           spdlog::logger& log) {
   if (c.effective_transport() == Transport::nccl) return make_nccl_transport(ep, device);
   if (c.backend == Backend::cpu) return make_mpi_transport(ep, HostStaging{});
-  // Device memory travels through host buffers.
   HostStaging staging;
+  if (mpi_cuda_aware()) {  // MPI moves device memory itself
+    staging.before_transfer = [&ops] { ops.synchronize(); };
+    log.info("transport mpi: the MPI library is CUDA-aware; device pointers go to MPI");
+    return make_mpi_transport(ep, std::move(staging));
+  }
   staging.to_host = [&ops](float* host, const float* src, size_t n) { ops.download(host, src, n); };
   staging.from_host = [&ops](float* dst, const float* host, size_t n) { ops.upload(dst, host, n); };
+  staging.buffer = alloc_pinned_floats(payload_floats);
+  staging.buffer_floats = payload_floats;
+  log.info("transport mpi: the MPI library is not CUDA-aware; payloads are staged through "
+           "{:.1f} MiB of pinned host memory", payload_floats * sizeof(float) / 1048576.0);
   return make_mpi_transport(ep, std::move(staging));
 }
 
@@ -161,7 +187,7 @@ void load_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank, RankRuntim
   for (const auto& s : rt.ckpt->shards_opened()) shards += (shards.empty() ? "" : ", ") + s;
   log->info("rank {} of {}: layers [{}, {}){}{}, backend {}{}, transport {}", rank, size,
             spec.layers.begin, spec.layers.end, spec.first() ? " + embed" : "",
-            spec.last() ? " + head" : "", backend_name(cfg.backend),
+            spec.last() ? " + head" : "", backend_name(*cfg.backend),
             device >= 0 ? cat(" (device ", device, ")") : std::string(),
             size > 1 ? transport_name(cfg.effective_transport()) : "none");
   log->info("resident bytes {} (stage {}), shards opened: {}", rt.ckpt->bytes_loaded(),
@@ -181,7 +207,8 @@ void connect_rank(const RunConfig& cfg, MpiEndpoint& ep, RankRuntime& rt,
                   std::shared_ptr<spdlog::logger> log) {
   if (ep.size() > 1) {
     rt.control = std::make_unique<ControlPlane>(ep);
-    rt.data = make_data_plane(cfg, ep, *rt.ops, rt.device);
+    rt.data = make_data_plane(cfg, ep, *rt.ops, rt.device,
+                              max_payload_floats(rt.stage->spec(), rt.ckpt->config()), *log);
   }
   rt.pipeline = std::make_unique<Pipeline>(*rt.stage, *rt.ops, rt.ckpt->config(),
                                            rt.control.get(), rt.data.get(),
@@ -193,6 +220,21 @@ std::string joined(const std::vector<int32_t>& ids) {
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
   return s;
+}
+
+// One speculative round for the log: the proposal, the verifier's ruling and what was
+// committed (SPECDECODE.md §5.1; a stop at an accepted draft j commits j rows, S6).
+std::string round_line(const SpecRound& r, const SpecResult& run, int index) {
+  const int64_t m0 = r.start_pos + 1;
+  if (r.t_batch == 0)
+    return cat("round ", index, " at pos ", m0, ": proposal ", joined(r.drafts),
+               ", budget spent: head token emitted, nothing verified or committed");
+  const int committed = run.stopped ? r.emitted - 1 : r.emitted;
+  return cat("round ", index, " at pos ", m0, ": proposal ", joined(r.drafts), ", verified ",
+             r.t_batch, " rows, accepted ", r.accepts, " of ", r.t_batch - 1, " drafts, committed ",
+             committed, " (positions ", m0, "..", m0 + committed - 1, "), emitted ", r.emitted,
+             r.drafter_nan ? ", drafter NaN: noise drafts" : "", ", ",
+             static_cast<int64_t>(r.round_us), " us");
 }
 
 void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime& rt,
@@ -208,6 +250,9 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
   if (speculative) {  // S3: fixed depth, default block_size + 1
     req.spec_tmax = rt.ckpt->config().dspark.block_size + 1;
     req.depth_cap = cfg.spec_depth > 0 ? cfg.spec_depth : req.spec_tmax;
+    req.on_round = [&log](const SpecRound& r, const SpecResult& run) {
+      log.debug("{}", round_line(r, run, static_cast<int>(run.rounds.size()) - 1));
+    };
   }
   const GenerationResult res = coordinator.generate(req);
   coordinator.stop();
@@ -304,6 +349,7 @@ void prepare_outputs(const RunConfig& cfg, const CliOptions& cli, int rank) {
 
 int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMonitor& liveness) {
   const int rank = ep.rank(), size = ep.size();
+  set_process_rank(rank);  // named by every CUDA / NCCL / MPI call failure
   std::shared_ptr<spdlog::logger> log;
   CliOptions cli;
   RunConfig cfg;
@@ -316,18 +362,26 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMon
   std::string setup_error;
   try {
     cli = parse_cli(argc, argv);
-    if (cli.help) {
-      if (rank == 0) std::fputs(help_text().c_str(), stdout);
+    if (cli.help || cli.version) {
+      const std::string text = cli.help ? help_text() : version_text() + "\n";
+      if (rank == 0) std::fputs(text.c_str(), stdout);
       return 0;
     }
     cfg = load_run_config(cli.config);
     apply_cli(cli, cfg);
+    std::string backend_reason;
+    if (!cfg.backend) {
+      const BackendDefault chosen = default_backend(cuda_backend_built(), cuda_devices_visible());
+      cfg.backend = chosen.backend;
+      backend_reason = chosen.reason;
+    }
     check_run_config(cfg);
     liveness.set_timeout(cfg.liveness_timeout_s);
     if (!cfg.log_dir.empty()) prepare_output_dir(cfg.log_dir, "log_dir");
     log = make_rank_logger(rank, cfg.log_dir);
     set_exit_logger(rank, log);
-    log->debug("pid {}", static_cast<long>(getpid()));
+    log->info("{} on host {}, pid {}", version_text(), host_name(), static_cast<long>(getpid()));
+    if (!backend_reason.empty()) log->info("{}", backend_reason);
     check_rank_log();
     if (!cli.stage_only) prepare_outputs(cfg, cli, rank);
     if (cli.stage_only) {

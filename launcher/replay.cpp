@@ -10,7 +10,7 @@
 #include "launcher/startup_agreement.h"
 #include "launcher/weight_source.h"
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -1,6 +1,6 @@
 #include "launcher/run_checks.h"
 
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/coordinator.h"
 
 namespace dsv4 {

@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/replay_drafter.h"
 
 namespace dsv4 {

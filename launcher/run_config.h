@@ -36,7 +36,7 @@ struct RunConfig {
   std::string source;                       // the YAML's path ("" when built in code)
   std::string model;                        // checkpoint directory
   std::optional<SyntheticWeights> synthetic;  // weights: synthetic (model: unused)
-  Backend backend = Backend::cpu;
+  std::optional<Backend> backend;           // unset: launcher/backend_default.h decides
   std::optional<Transport> transport;       // unset: mpi for cpu, nccl for cuda
   std::vector<LayerRange> placement;        // empty: auto (balance resident bytes)
   int64_t max_seq = 0;                      // 0: min(max_position_embeddings, kDefaultMaxSeq)

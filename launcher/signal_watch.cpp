@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "launcher/process_exit.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

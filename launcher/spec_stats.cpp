@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/output_files.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "comm/mpi_endpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 
 namespace dsv4 {
@@ -72,7 +72,7 @@ std::vector<AgreementItem> agreement_items(const RunConfig& c, const Checkpoint&
                                     ", seed ", c.synthetic->seed, ", share_layers ", c.synthetic->share_layers)
                               : std::string("checkpoint")},
       {"checkpoint weight map", weight_map},
-      {"backend", backend_name(c.backend)},
+      {"backend", c.backend ? backend_name(*c.backend) : "default"},
       {"transport", transport_name(c.effective_transport())},
       {"placement", ranges},
       {"max_seq", cat(c.effective_max_seq(mc.max_position_embeddings))},

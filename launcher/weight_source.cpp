@@ -1,6 +1,6 @@
 #include "launcher/weight_source.h"
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 
 namespace dsv4 {

@@ -3,7 +3,7 @@
 // tid2eid iff hash layer, gate.bias otherwise (§2, A6).
 #include "model/census.h"
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 
@@ -52,12 +52,14 @@ class CensusBuilder {
   // One routed-expert projection, logical [rows, cols] (§2.5).
   void fp4(const std::string& stem, int64_t rows, int64_t cols, ExpertRecipe r,
            bool input_scale) {
+    const ExpertFormat& f = expert_format(r);
+    const int64_t blocks = cols / f.group;
     if (r == ExpertRecipe::mxfp4) {
       add(stem + ".weight", DType::I8, {rows, cols / 2}, ByteClass::experts_packed);
-      add(stem + ".scale", DType::F8_E8M0, {rows, cols / 32}, ByteClass::expert_scales);
+      add(stem + f.scale_suffix, DType::F8_E8M0, {rows, blocks}, ByteClass::expert_scales);
     } else {
       add(stem + ".weight", DType::U8, {rows, cols / 2}, ByteClass::experts_packed);
-      add(stem + ".weight_scale", DType::F8_E4M3, {rows, cols / 16}, ByteClass::expert_scales);
+      add(stem + f.scale_suffix, DType::F8_E4M3, {rows, blocks}, ByteClass::expert_scales);
       add(stem + ".weight_scale_2", DType::F32, {}, ByteClass::expert_scales);
       if (input_scale) add(stem + ".input_scale", DType::F32, {}, ByteClass::expert_scales);
     }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -18,7 +19,7 @@
 
 #include "model/census.h"
 #include "model/codecs.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/json_strict.h"
 
 namespace dsv4 {
@@ -460,10 +461,11 @@ BlockWeights Checkpoint::load_block(int layer_id) {
   // counting it as loaded; the Fetcher below checks and hands it out).
   const std::string probe = prefix + "ffn.experts.0.w1.weight";
   const DType probe_dtype = stored_dtype(probe);
-  if (probe_dtype != DType::U8 && probe_dtype != DType::I8)
+  const std::optional<ExpertRecipe> stored = expert_recipe_of_packed_dtype(dtype_name(probe_dtype));
+  if (!stored)
     throw Error(cat(dir_, "/", shard_of(probe), ": tensor ", probe, ": dtype ",
                     dtype_name(probe_dtype), " is neither U8 (NVFP4) nor I8 (MXFP4) (R10)"));
-  const ExpertRecipe recipe = probe_dtype == DType::U8 ? ExpertRecipe::nvfp4 : ExpertRecipe::mxfp4;
+  const ExpertRecipe recipe = *stored;
   CensusOptions co;
   co.trunk_experts = co.drafter_experts = recipe;
   co.drafter_blocks = drafter_blocks_;
@@ -472,7 +474,7 @@ BlockWeights Checkpoint::load_block(int layer_id) {
   Fetcher f(*this, block_census(c, co, layer_id), prefix,
             cat("block ", prefix.substr(0, prefix.size() - 1), " (ratio ", r,
                 hash ? ", hash-routed" : ", score-routed", ", ",
-                recipe == ExpertRecipe::nvfp4 ? "NVFP4" : "MXFP4", " experts)"));
+                expert_format(recipe).name, " experts)"));
 
   // R10: every tensor of the block belongs to its census for the detected recipe (one
   // recipe per block, the exact sibling set); input_scale is ignored (C3).

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/quant_scalar.h"
-#include "model/error.h"
+#include "base/scalar_formats.h"
+#include "base/error.h"
 #include "model/synthetic_values.h"
 
 namespace dsv4 {
@@ -15,9 +15,6 @@ namespace {
 using synth::kFp8Block;
 using synth::kMxGroup;
 using synth::kNvGroup;
-
-// §3.5 magnitude index (bits 2..0) -> value.
-constexpr float kE2m1Values[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -62,8 +59,6 @@ void require_view(const TensorView& v, DType dtype, std::vector<int64_t> shape) 
 
 // ---- §3.1 BF16 ----
 
-float bf16_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
-
 uint16_t f32_to_bf16(float x) {
   if (std::isnan(x)) throw Error("f32_to_bf16: NaN input (CHECKPOINT.md §3.8 rule 1)");
   return static_cast<uint16_t>(f32_bits(bf16_round(x)) >> 16);
@@ -73,26 +68,12 @@ float round_to_bf16(float x) { return bf16_round(x); }
 
 // ---- §3.2 E4M3FN ----
 
-float e4m3_to_f32(uint8_t code) { return synth::e4m3_value(code); }
-
 uint8_t encode_e4m3(float y) {
   require_finite(y, "encode_e4m3");
   return synth::e4m3_encode(y);
 }
 
-// ---- §3.3 E8M0 ----
-
-float e8m0_to_f32(uint8_t code) {
-  if (code == 0xFF) return std::nanf("");
-  return std::ldexp(1.0f, static_cast<int>(code) - 127);  // code 0: subnormal 2^-127 (C6)
-}
-
 // ---- §3.5 E2M1 ----
-
-float e2m1_to_f32(uint8_t nibble) {
-  const float mag = kE2m1Values[nibble & 0x7];
-  return (nibble & 0x8) ? -mag : mag;  // 0x8 -> -0.0 (C5)
-}
 
 uint8_t encode_e2m1(float y) {
   require_finite(y, "encode_e2m1");

@@ -3,32 +3,24 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/scalar_formats.h"
 #include "model/tensor_view.h"
 
 namespace dsv4 {
 
+// Decoders of one scalar (bf16_to_f32, e4m3_to_f32 with 0x7F / 0xFF NaN, e8m0_to_f32 with
+// 0 -> 2^-127 exactly (C6) and 0xFF NaN, e2m1_to_f32 with 0x8 -> -0.0 (C5), fp4_nibble):
+// base/scalar_formats.h, shared with the CUDA kernels.
+
 // §3.1
-float bf16_to_f32(uint16_t b);
 uint16_t f32_to_bf16(float x);  // RNE (§3.8 rule 1); throws Error on NaN
 float round_to_bf16(float x);   // bf16_to_f32(RNE(x)), NaN passes through (kernels)
 
-// §3.2 E4M3FN: 0x7F / 0xFF decode to NaN.
-float e4m3_to_f32(uint8_t code);
 // §3.8 rule 2: writer encoder (clamps to 448, never emits -0).
 uint8_t encode_e4m3(float y);
 
-// §3.3 E8M0: 2^(e-127); 0 -> 2^-127 exactly (C6); 0xFF -> NaN.
-float e8m0_to_f32(uint8_t code);
-
-// §3.5 E2M1 nibble (bit 3 sign; 0x8 -> -0.0, C5).
-float e2m1_to_f32(uint8_t nibble);
 // §3.8 rule 5 writer encoder (ties to even, saturate at 6, never emits 0x8).
 uint8_t encode_e2m1(float y);
-// Nibble of logical element c of a packed row: even c low nibble, odd c high (§3.5).
-inline uint8_t fp4_nibble(const uint8_t* packed_row, int64_t c) {
-  uint8_t b = packed_row[c / 2];
-  return (c & 1) ? static_cast<uint8_t>(b >> 4) : static_cast<uint8_t>(b & 0xF);
-}
 
 // §3.4: one element / a whole dequantized FP8 block-scaled matrix [out, in].
 float fp8_linear_at(const Fp8Linear& w, int64_t r, int64_t c);

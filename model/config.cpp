@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/json_strict.h"
 
 namespace dsv4 {

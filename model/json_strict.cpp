@@ -5,7 +5,7 @@
 #include <sstream>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

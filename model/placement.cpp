@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

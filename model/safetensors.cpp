@@ -15,7 +15,7 @@
 #include <set>
 #include <tuple>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/json_strict.h"
 
 namespace dsv4 {

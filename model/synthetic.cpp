@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "model/census.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
 #include "model/synthetic_host.h"

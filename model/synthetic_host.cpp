@@ -8,7 +8,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/synthetic_values.h"
 
 namespace dsv4 {

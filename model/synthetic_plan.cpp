@@ -6,7 +6,7 @@
 #include <map>
 #include <numeric>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -11,7 +11,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/quant_scalar.h"
+#include "base/scalar_formats.h"
 
 namespace dsv4::synth {
 
@@ -64,15 +64,6 @@ DSV4_HD int pow2_cover(double amax, double limit) {
   return k < -127 ? -127 : (k > 127 ? 127 : k);
 }
 
-// §3.2 decode of an e4m3fn code (0x7F / 0xFF: NaN).
-DSV4_HD float e4m3_value(uint8_t code) {
-  const int s = code >> 7, e = (code >> 3) & 0xF, m = code & 0x7;
-  if (e == 15 && m == 7) return f32_from_bits(0x7FC00000u);
-  const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9)
-                           : std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
-  return s ? -mag : mag;
-}
-
 // Rule 2 for a finite y: nearest value of min(|y|, 448), ties to the even code, never -0.
 DSV4_HD uint8_t e4m3_encode(float y) {
   const float a = std::fabs(y) < kE4m3Max ? std::fabs(y) : kE4m3Max;
@@ -119,13 +110,13 @@ DSV4_HD uint8_t nvfp4_block_code(float amax, double s2) {
   int lo = 0x01, hi = 0x7E;
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (mul_rn(6.0 * e4m3_value(static_cast<uint8_t>(mid)), s2) >= amax) hi = mid;
+    if (mul_rn(6.0 * e4m3_to_f32(static_cast<uint8_t>(mid)), s2) >= amax) hi = mid;
     else lo = mid + 1;
   }
   return static_cast<uint8_t>(lo);
 }
 DSV4_HD uint8_t nvfp4_nibble(float w, uint8_t block_code, double s2) {
-  const double d = mul_rn(e4m3_value(block_code), s2);  // exact in f64
+  const double d = mul_rn(e4m3_to_f32(block_code), s2);  // exact in f64
   return e2m1_encode(static_cast<double>(w) / d);
 }
 

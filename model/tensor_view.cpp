@@ -6,7 +6,7 @@
 #include <iterator>
 
 #include "model/codecs.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

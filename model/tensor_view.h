@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/expert_recipe.h"
+
 namespace dsv4 {
 
 // safetensors dtypes this engine accepts (CHECKPOINT.md §1.4; I32 only for tid2eid).
@@ -45,9 +47,6 @@ struct Fp8Linear {
   int64_t in() const { return weight.dim(1); }
 };
 
-// Routed-expert FP4 recipes (CHECKPOINT.md §3.6, §3.7; decision C1).
-enum class ExpertRecipe { mxfp4, nvfp4 };
-
 // One FP4 expert projection, logical [rows, cols] (y = W x, cols = input width).
 // mxfp4: weight I8 [rows, cols/2], scale F8_E8M0 [rows, cols/32], scale_2 unused (1).
 // nvfp4: weight U8 [rows, cols/2], scale F8_E4M3 [rows, cols/16], scale_2 = weight_scale_2.
@@ -57,7 +56,7 @@ struct Fp4Linear {
   TensorView scale;
   float scale_2 = 1.0f;
   int64_t rows = 0, cols = 0;
-  int group() const { return recipe == ExpertRecipe::mxfp4 ? 32 : 16; }
+  int group() const { return expert_format(recipe).group; }
 };
 
 }  // namespace dsv4

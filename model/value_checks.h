@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/quant_scalar.h"
+#include "base/scalar_formats.h"
 #include "model/tensor_view.h"
 
 namespace dsv4 {

@@ -3,7 +3,7 @@
 // generated content to reach a position).
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/synthetic_values.h"
 #include "stage/stage_impl.h"
 

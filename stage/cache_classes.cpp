@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/stage_impl.h"
 
 namespace dsv4 {

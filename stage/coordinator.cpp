@@ -5,7 +5,7 @@
 #include <cmath>
 #include <functional>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 
@@ -124,6 +124,7 @@ GenerationResult Coordinator::generate(const GenerationRequest& req) {
     opt.depth_cap = req.depth_cap;
     opt.tmax = req.spec_tmax;
     opt.stop_ids = req.stop_ids;
+    opt.on_round = req.on_round;
     const int32_t head = out.tokens.back();
     out.tokens.pop_back();  // spec_generate emits the head token itself
     SpecResult spec = spec_generate(engine, head, opt);

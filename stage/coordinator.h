@@ -3,6 +3,7 @@
 // verify, commit; SPECDECODE.md §5.1), each header sent to every rank.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "comm/control_plane.h"
@@ -18,6 +19,8 @@ struct GenerationRequest {
   int spec_tmax = 0;            // 0: plain greedy; else B + 1: speculative rounds (SPECDECODE §5)
   int depth_cap = 0;            // speculative: verify depth cap, <= 0 none (§5.2)
   std::vector<int32_t> stop_ids;  // S6: emitting one ends the run (it is not consumed)
+  // Speculative: called after each round's record (SpecOptions::on_round; logging).
+  std::function<void(const SpecRound&, const SpecResult&)> on_round;
 };
 
 struct GenerationResult {

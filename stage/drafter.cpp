@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 namespace {

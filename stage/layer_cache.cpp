@@ -3,7 +3,7 @@
 
 #include <limits>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

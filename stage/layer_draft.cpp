@@ -1,7 +1,7 @@
 // A DSpark draft block is a ratio-0, score-routed block (SPECDECODE.md §2.2): it runs
 // the trunk layer's own sub-block code with the drafter's attention set (§2.6) and keeps
 // a ring of context rows written from main_x at commit (§2.5).
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/layer.h"
 
 namespace dsv4 {

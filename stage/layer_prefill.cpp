@@ -2,7 +2,7 @@
 // §4.16-§4.19, §6.6).
 #include <algorithm>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/layer.h"
 
 namespace dsv4 {

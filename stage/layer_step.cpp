@@ -1,6 +1,6 @@
 // Incremental rows of one block: plain decode (MODEL.md §6.2) and the verify round's
 // batched program (SPECDECODE.md §3.4), plus the round's commit (§4.2-§4.4, §4.6).
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/layer.h"
 
 namespace dsv4 {

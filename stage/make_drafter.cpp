@@ -1,4 +1,4 @@
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/drafter.h"
 #include "stage/replay_drafter.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

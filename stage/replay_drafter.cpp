@@ -6,7 +6,7 @@
 #include <sstream>
 #include <string_view>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/json_strict.h"
 
 namespace dsv4 {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <limits>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/head.h"
 #include "stage/stage_impl.h"
 

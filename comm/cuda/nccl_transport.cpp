@@ -5,7 +5,6 @@
 
 #include <cuda_runtime.h>
 #include <nccl.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -13,30 +12,14 @@
 #include <thread>
 
 #include "comm/mpi_check.h"
-#include "model/error.h"
+#include "base/call_failure.h"
+#include "base/cuda_check.h"
 
 namespace dsv4 {
 
 namespace {
 
-[[noreturn]] void call_failed(const char* lib, const char* call, const char* what,
-                              const char* file, int line) {
-  int rank = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
-  std::fprintf(stderr, "[r%d %s] %s call failed: %s -> %s at %s:%d\n", rank, host, lib, call,
-               what, file, line);
-  std::fflush(stderr);
-  std::abort();
-}
-
-#define CUDA_CHECK(call)                                                            \
-  do {                                                                              \
-    cudaError_t cuda_check_rc_ = (call);                                            \
-    if (cuda_check_rc_ != cudaSuccess)                                              \
-      call_failed("CUDA", #call, cudaGetErrorString(cuda_check_rc_), __FILE__, __LINE__); \
-  } while (0)
+// Failed calls throw CallFailed (base/call_failure.h): the failure protocol reports them.
 #define NCCL_CHECK(call)                                                            \
   do {                                                                              \
     ncclResult_t nccl_check_rc_ = (call);                                           \
@@ -47,12 +30,12 @@ namespace {
 class NcclTransport final : public DataPlane {
  public:
   NcclTransport(MpiEndpoint& ep, int device) : ep_(ep), device_(device) {
-    CUDA_CHECK(cudaSetDevice(device_));
+    DSV4_CUDA_CHECK(cudaSetDevice(device_));
     ncclUniqueId id;
     if (ep_.rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, ep_.comm()));
     NCCL_CHECK(ncclCommInitRank(&comm_, ep_.size(), id, ep_.rank()));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~NcclTransport() override {
     if (comm_) ncclCommDestroy(comm_);
@@ -62,7 +45,7 @@ class NcclTransport final : public DataPlane {
 
   void send(int dst, const BoundaryPayload& p) override {
     // The payload was produced on the compute stream: make it complete first.
-    CUDA_CHECK(cudaDeviceSynchronize());
+    DSV4_CUDA_CHECK(cudaDeviceSynchronize());
     NCCL_CHECK(ncclGroupStart());
     NCCL_CHECK(ncclSend(p.h, p.h_floats, ncclFloat32, dst, comm_, stream_));
     if (p.taps) NCCL_CHECK(ncclSend(p.taps, p.tap_floats, ncclFloat32, dst, comm_, stream_));
@@ -84,7 +67,7 @@ class NcclTransport final : public DataPlane {
     for (int spins = 0;; ++spins) {
       const cudaError_t q = cudaStreamQuery(stream_);
       if (q == cudaSuccess) return;
-      if (q != cudaErrorNotReady) CUDA_CHECK(q);
+      if (q != cudaErrorNotReady) DSV4_CUDA_CHECK(q);
       try {
         ep_.check_peer_failure();
       } catch (const PeerFailed&) {

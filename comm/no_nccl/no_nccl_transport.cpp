@@ -1,6 +1,6 @@
 // make_nccl_transport() of a build without CUDA: refuses by name.
 #include "comm/nccl_transport.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

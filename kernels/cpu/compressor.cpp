@@ -8,7 +8,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/quant.h"
 #include "kernels/cpu/rope.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 namespace {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/norm.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

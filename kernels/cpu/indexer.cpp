@@ -4,7 +4,7 @@
 #include <numeric>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "kernels/quant_scalar.h"
-#include "model/error.h"
+#include "base/scalar_formats.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -7,7 +7,7 @@
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/quant.h"
 #include "model/codecs.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/quant_scalar.h"
-#include "model/error.h"
+#include "base/scalar_formats.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -1,5 +1,5 @@
 // CPU activation quantizers of MODEL.md §4.8-§4.11 (values f32, scales powers of two,
-// rounding RNE through kernels/quant_scalar.h).
+// rounding RNE through base/scalar_formats.h).
 #pragma once
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 #include "kernels/cpu/rope.h"
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

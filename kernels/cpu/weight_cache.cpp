@@ -2,7 +2,7 @@
 #include "kernels/cpu/weight_cache.h"
 
 #include "model/codecs.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

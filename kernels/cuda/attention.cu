@@ -1,8 +1,8 @@
 // Sparse sink attention (MODEL.md §4.20 with D12), serving arm: f32 chains in a fixed
 // order. One block per (row, head); -1 index entries are skipped entirely (law 3).
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -2,9 +2,9 @@
 // then the same RMSNorm, rope and quantizer ops the rest of the backend uses.
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

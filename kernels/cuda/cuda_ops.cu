@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "kernels/cuda/cuda_check.h"
-#include "model/error.h"
+#include "base/cuda_check.h"
+#include "base/error.h"
 
 namespace dsv4 {
 
@@ -279,6 +279,15 @@ void CudaOps::embed(const TensorView& table, const int32_t* ids, int s, int hc, 
 // ---- factory ----
 
 bool cuda_backend_built() { return true; }
+
+int cuda_devices_visible() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: clear the error, report none
+    return 0;
+  }
+  return count;
+}
 
 std::unique_ptr<Ops> make_cuda_ops(int device) {
   int count = 0;

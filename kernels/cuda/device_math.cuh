@@ -1,46 +1,17 @@
-// Device-side building blocks shared by the CUDA kernels: exact decoders of the stored
-// formats (CHECKPOINT.md §3), weight accessors that decode in-register, and fixed-order
+// Device-side building blocks shared by the CUDA kernels: weight accessors that decode
+// in-register with base/scalar_formats.h's decoders (CHECKPOINT.md §3), and fixed-order
 // reductions (MODEL.md §6.8 law 1: one written order, no float atomics).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/quant_scalar.h"
+#include "base/scalar_formats.h"
 
 namespace dsv4::cuda {
 
 constexpr int kWarp = 32;
 constexpr unsigned kFullMask = 0xFFFFFFFFu;
-
-// ---- decoders (CHECKPOINT.md §3.1-§3.5), bit-exact with model/codecs.cpp ----
-
-__device__ inline float bf16_value(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
-
-// §3.2 E4M3FN: subnormal m * 2^-9, normal (1 + m/8) 2^(e-7), 0x7F / 0xFF NaN.
-__device__ inline float e4m3_value(uint8_t code) {
-  const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
-  const uint32_t e = (code >> 3) & 0xFu, m = code & 0x7u;
-  if (e == 15 && m == 7) return __int_as_float(0x7FC00000);
-  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0.001953125f));
-  return f32_from_bits(sign | ((e - 7 + 127) << 23) | (m << 20));
-}
-
-// §3.3 E8M0: 2^(e-127); code 0 is the f32 subnormal 2^-127; 0xFF NaN.
-__device__ inline float e8m0_value(uint8_t code) {
-  if (code == 0xFF) return __int_as_float(0x7FC00000);
-  if (code == 0) return f32_from_bits(0x00400000u);
-  return f32_from_bits(static_cast<uint32_t>(code) << 23);
-}
-
-// §3.5 E2M1 nibble: magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, bit 3 negates. Built as f32
-// bits (integer ops only): idx = e m >= 2 is (1 + m/2) 2^(e-1), i.e. exponent e - 1 + 127 and
-// mantissa bit m, = (idx << 22) + (126 << 23); idx 1 is 0.5 = 126 << 23; idx 0 is 0.
-__device__ inline float e2m1_value(uint8_t nibble) {
-  const uint32_t idx = nibble & 0x7u;
-  const uint32_t mag = idx < 2 ? idx * (126u << 23) : (idx << 22) + (126u << 23);
-  return f32_from_bits((static_cast<uint32_t>(nibble & 0x8u) << 28) | mag);
-}
 
 // ---- weight accessors: element (r, c) of the exact dequantized weight ----
 
@@ -50,7 +21,7 @@ struct DenseW {
   bool bf16 = false;
   int64_t cols = 0;
   __device__ float at(int64_t i) const {
-    return bf16 ? bf16_value(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+    return bf16 ? bf16_to_f32(static_cast<const uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
   }
   __device__ float at(int64_t r, int64_t c) const { return at(r * cols + c); }
 };
@@ -61,7 +32,7 @@ struct Fp8W {
   const uint8_t* scales = nullptr;  // [ceil(rows/128), scale_cols]
   int64_t cols = 0, scale_cols = 0;
   __device__ float at(int64_t r, int64_t c) const {
-    return e4m3_value(codes[r * cols + c]) * e8m0_value(scales[(r >> 7) * scale_cols + (c >> 7)]);
+    return e4m3_to_f32(codes[r * cols + c]) * e8m0_to_f32(scales[(r >> 7) * scale_cols + (c >> 7)]);
   }
 };
 
@@ -74,11 +45,10 @@ struct Fp4W {
   int group = 32;
   bool nv = false;
   __device__ float at(int64_t r, int64_t c) const {
-    const uint8_t byte = packed[r * (cols >> 1) + (c >> 1)];
-    const float q = e2m1_value((c & 1) ? static_cast<uint8_t>(byte >> 4) : static_cast<uint8_t>(byte & 0xF));
+    const float q = e2m1_to_f32(fp4_nibble(packed + r * (cols >> 1), c));
     const uint8_t s = scales[r * (cols / group) + c / group];
-    if (!nv) return q * e8m0_value(s);
-    return (e4m3_value(s) * scale_2) * q;
+    if (!nv) return q * e8m0_to_f32(s);
+    return (e4m3_to_f32(s) * scale_2) * q;
   }
 
   // One run of kRun elements = 16 packed bytes = one MXFP4 scale block / two NVFP4 ones.
@@ -103,15 +73,15 @@ struct Fp4W {
     // Element c0 + i is nibble i % 8 of word i / 8 (byte i / 2, even i low nibble, §3.5).
     const uint8_t* s = scales + r * (cols / group) + c0 / group;
     if (nv) {  // group 16: e4m3(sb) * s2 first, as at()
-      const float sv[2] = {e4m3_value(__ldg(s)) * scale_2, e4m3_value(__ldg(s + 1)) * scale_2};
+      const float sv[2] = {e4m3_to_f32(__ldg(s)) * scale_2, e4m3_to_f32(__ldg(s + 1)) * scale_2};
 #pragma unroll
       for (int i = 0; i < kRun; ++i)
-        f[i] = sv[i / 16] * e2m1_value(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu));
+        f[i] = sv[i / 16] * e2m1_to_f32(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu));
     } else {  // group 32
-      const float sv = e8m0_value(__ldg(s));
+      const float sv = e8m0_to_f32(__ldg(s));
 #pragma unroll
       for (int i = 0; i < kRun; ++i)
-        f[i] = e2m1_value(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu)) * sv;
+        f[i] = e2m1_to_f32(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu)) * sv;
     }
   }
 };

@@ -2,9 +2,9 @@
 // Mixes: one block per (row, mix) over a fixed tree (serving arm, f32); the Sinkhorn split
 // in f64 exactly as the CPU reference (every arm, §3.2); collapse / post / mean
 // elementwise in the CPU's order.
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

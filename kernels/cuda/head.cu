@@ -2,7 +2,7 @@
 #include <climits>
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 
 namespace dsv4 {

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

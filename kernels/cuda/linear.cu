@@ -1,7 +1,7 @@
 // Dense linears (MODEL.md §3.3, §4.12, §4.21): L-bf16 over FP8 / BF16 weights and
 // L-island, all through the fixed-order GEMV of linear.cuh.
 #include "kernels/cuda/linear.cuh"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -7,7 +7,7 @@
 // and the path depend only on the weight and the row layout, never on the row count, so
 // a row of a T-row call is bit-identical to the same row alone (SPECDECODE.md §6.3 R-I3).
 #pragma once
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 
 #include <cstdint>
@@ -44,11 +44,11 @@ struct Fp8Chunks {  // §3.4: e4m3(code) * e8m0(block scale); a chunk lies in on
   Fp8W w;
   __device__ void load(int64_t r, int64_t c0, float (&f)[kVec]) const {
     const uint4 q = __ldg(reinterpret_cast<const uint4*>(w.codes + r * w.cols + c0));
-    const float s = e8m0_value(w.scales[(r >> 7) * w.scale_cols + (c0 >> 7)]);
+    const float s = e8m0_to_f32(w.scales[(r >> 7) * w.scale_cols + (c0 >> 7)]);
     const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
-      f[i] = e4m3_value(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4)))) * s;
+      f[i] = e4m3_to_f32(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4)))) * s;
   }
 };
 struct Bf16Chunks {
@@ -60,7 +60,7 @@ struct Bf16Chunks {
     const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
-      f[i] = bf16_value(static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
+      f[i] = bf16_to_f32(static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
   }
 };
 struct F32Chunks {

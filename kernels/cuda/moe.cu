@@ -7,7 +7,7 @@
 
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/quant.cuh"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -1,9 +1,9 @@
 // RMSNorm and per-head RMS (MODEL.md §4.2, §4.3): one block per row, fixed-tree sum of
 // squares, each element as the CPU reference writes it: fl32(w * (x * r)) in f64.
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/norm.cuh"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -1,10 +1,10 @@
 // KV fake-quant (MODEL.md §4.8) and Hadamard + FP4 QAT (§4.10, §4.11) ops.
 #include <cmath>
 
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/quant.cuh"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -1,5 +1,5 @@
 // Device activation quantizers (MODEL.md §3.1, §4.8-§4.11), rounding through
-// kernels/quant_scalar.h so both backends round identically. Each helper is called by
+// base/scalar_formats.h so both backends round identically. Each helper is called by
 // every lane of one warp (or every thread of one block for the Hadamard) with uniform
 // arguments.
 #pragma once

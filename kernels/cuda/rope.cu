@@ -1,8 +1,8 @@
 // RoPE application (MODEL.md §4.7): interleaved pairs of the last rd dims, f32 complex
 // multiply with the table entry of the row's position (bit-identical to the CPU twin).
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 

@@ -7,9 +7,9 @@
 
 #include <vector>
 
-#include "kernels/cuda/cuda_check.h"
+#include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/synthetic_values.h"
 #include "model/value_checks.h"
 

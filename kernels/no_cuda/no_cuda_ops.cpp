@@ -1,10 +1,11 @@
 // make_cuda_ops() of a build without the CUDA backend: refuses by name (issue 5, item 5).
 #include "kernels/ops.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4 {
 
 bool cuda_backend_built() { return false; }
+int cuda_devices_visible() { return 0; }
 
 std::unique_ptr<Ops> make_cuda_ops(int) {
   throw Error(

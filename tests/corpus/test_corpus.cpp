@@ -28,7 +28,7 @@
 #include "launcher/run_checks.h"
 #include "launcher/run_config.h"
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/safetensors.h"
 #include "stage/replay_drafter.h"
 

@@ -1,7 +1,7 @@
 // libFuzzer: a --dump-boundary file as --replay reads it (launcher/boundary_dump.cpp):
 // the safetensors layer below plus the header tensors' types, counts and ranges.
 #include "launcher/boundary_dump.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

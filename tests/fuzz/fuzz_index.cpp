@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 #include "tests/fuzz/fuzz_input.h"
 

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "launcher/run_config.h"
-#include "model/error.h"
+#include "base/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -1,7 +1,7 @@
 // libFuzzer: the safetensors shard reader (model/safetensors.cpp): length prefix, header
 // JSON, dtypes, shapes, offsets. Every view it hands out is read end to end, so a range
 // the reader accepted but the file lacks shows up under ASan.
-#include "model/error.h"
+#include "base/error.h"
 #include "model/safetensors.h"
 #include "tests/fuzz/fuzz_input.h"
 

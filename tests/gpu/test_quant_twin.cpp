@@ -14,7 +14,7 @@ TEST_CASE("kv_act_quant twin: both variants, rope dims untouched (bit-exact)") {
   for (KvQuant variant : {KvQuant::clamp, KvQuant::e4m3}) {
     PairF v = put(b, x);
     for (int s : {kCpu, kGpu}) b.at(s).kv_act_quant(v[s], rows, dim, rd, variant);
-    // Same quant_scalar.h primitives and exact power-of-two scaling: exact.
+    // Same scalar_formats.h primitives and exact power-of-two scaling: exact.
     check_close(variant == KvQuant::e4m3 ? "act_quant e4m3" : "act_quant clamp", get(b, v, kCpu),
                 get(b, v, kGpu), 0, 0);
   }

@@ -18,7 +18,7 @@
 
 #include "kernels/ops.h"
 #include "model/codecs.h"
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4::twin {
 

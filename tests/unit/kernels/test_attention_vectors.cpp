@@ -5,7 +5,7 @@
 #include <random>
 
 #include "kernels/cpu/attention.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "vector_harness.h"
 
 using namespace dsv4;

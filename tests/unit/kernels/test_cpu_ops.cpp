@@ -6,9 +6,9 @@
 #include <random>
 
 #include "kernels/ops.h"
-#include "kernels/quant_scalar.h"
+#include "base/scalar_formats.h"
 #include "model/codecs.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/test_views.h"
 #include "vector_harness.h"
 

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "kernels/index_laws.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "vector_harness.h"
 
 using namespace dsv4;

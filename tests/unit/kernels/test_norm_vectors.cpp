@@ -4,7 +4,7 @@
 #include <random>
 
 #include "kernels/cpu/norm.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "vector_harness.h"
 
 using namespace dsv4;

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/cpu/quant.h"
-#include "kernels/quant_scalar.h"
+#include "base/scalar_formats.h"
 #include "model/codecs.h"
 #include "vector_harness.h"
 

@@ -8,7 +8,7 @@
 
 #include "kernels/cpu/rope.h"
 #include "kernels/rope_table.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "vector_harness.h"
 
 using namespace dsv4;

@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "kernels/cpu/moe.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "vector_harness.h"
 
 using namespace dsv4;

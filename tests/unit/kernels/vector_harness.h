@@ -1,4 +1,4 @@
-// Reader for the op-level test vectors (shared/testvectors/README.md "Format") and the
+// Reader for the op-level test vectors (tests/data/testvectors/README.md "Format") and the
 // README's comparison rule: keys in tolerance.exact match by value (-0.0 == +0.0), every
 // other key satisfies |got - exp| <= abs + rel*|exp| with per_key overriding the case's
 // rel/abs. A failure reports the key, the worst element and its flat index.
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "model/tensor_view.h"
 
 namespace dsv4::test {

@@ -7,7 +7,7 @@
 #include "launcher/cli.h"
 #include "launcher/device_select.h"
 #include "launcher/fault_injection.h"
-#include "model/error.h"
+#include "base/error.h"
 
 using namespace dsv4;
 

@@ -7,7 +7,7 @@
 
 #include "launcher/placement_plan.h"
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 
 using namespace dsv4;
 

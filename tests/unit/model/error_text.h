@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "model/error.h"
+#include "base/error.h"
 
 namespace dsv4::test {
 

@@ -7,7 +7,7 @@
 
 #include "model/census.h"
 #include "model/config.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 
 using namespace dsv4;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/codecs.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "tests/test_views.h"
 
 using namespace dsv4;

@@ -8,7 +8,7 @@
 
 #include "model/census.h"
 #include "model/config.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 #include "error_text.h"
 

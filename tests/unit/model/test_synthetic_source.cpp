@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
 

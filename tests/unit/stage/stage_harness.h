@@ -10,7 +10,7 @@
 
 #include "kernels/ops.h"
 #include "model/checkpoint.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/stage.h"
 
 namespace dsv4::test {

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/replay_drafter.h"
 
 using namespace dsv4;

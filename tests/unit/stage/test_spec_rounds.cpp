@@ -12,7 +12,7 @@
 #include <string>
 
 #include "drafter_harness.h"
-#include "model/error.h"
+#include "base/error.h"
 #include "stage/coordinator.h"
 #include "stage/replay_drafter.h"
 #include "stage/spec_rounds.h"

@@ -1,5 +1,7 @@
-// Scalar quantizer primitives of MODEL.md §3.1, shared by the CPU reference and the
-// CUDA kernels (host + device inline), so both backends round identically.
+// The scalar number formats, once for host and device code (host + device inline): the
+// bit-exact decoders of the stored formats (CHECKPOINT.md §3.1-§3.5), read by the
+// checkpoint codecs, the CPU reference and the CUDA kernels alike, and the quantizer
+// primitives of MODEL.md §3.1, so both backends decode and round identically.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -23,6 +25,44 @@ DSV4_HD float f32_from_bits(uint32_t b) {
   std::memcpy(&v, &b, sizeof v);
   return v;
 }
+
+// ---- decoders (CHECKPOINT.md §3), integer bit operations only ----
+
+// §3.1 BF16: f32 bits = u16 << 16 (exact).
+DSV4_HD float bf16_to_f32(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
+
+// §3.2 E4M3FN: subnormal m * 2^-9, normal (1 + m/8) 2^(e-7), 0x7F / 0xFF NaN.
+DSV4_HD float e4m3_to_f32(uint8_t code) {
+  const uint32_t sign = static_cast<uint32_t>(code & 0x80u) << 24;
+  const uint32_t e = (code >> 3) & 0xFu, m = code & 0x7u;
+  if (e == 15 && m == 7) return f32_from_bits(0x7FC00000u);
+  if (e == 0) return f32_from_bits(sign | f32_bits(static_cast<float>(m) * 0.001953125f));
+  return f32_from_bits(sign | ((e - 7 + 127) << 23) | (m << 20));
+}
+
+// §3.3 E8M0: 2^(e-127); code 0 is the f32 subnormal 2^-127 exactly (C6); 0xFF NaN.
+DSV4_HD float e8m0_to_f32(uint8_t code) {
+  if (code == 0xFF) return f32_from_bits(0x7FC00000u);
+  if (code == 0) return f32_from_bits(0x00400000u);
+  return f32_from_bits(static_cast<uint32_t>(code) << 23);
+}
+
+// §3.5 E2M1 nibble: magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, bit 3 negates (0x8 -> -0.0,
+// C5). Built as f32 bits: idx = e m >= 2 is (1 + m/2) 2^(e-1), i.e. exponent e - 1 + 127
+// and mantissa bit m, = (idx << 22) + (126 << 23); idx 1 is 0.5 = 126 << 23; idx 0 is 0.
+DSV4_HD float e2m1_to_f32(uint8_t nibble) {
+  const uint32_t idx = nibble & 0x7u;
+  const uint32_t mag = idx < 2 ? idx * (126u << 23) : (idx << 22) + (126u << 23);
+  return f32_from_bits((static_cast<uint32_t>(nibble & 0x8u) << 28) | mag);
+}
+
+// §3.5: nibble of logical element c of a packed FP4 row (even c low nibble, odd c high).
+DSV4_HD uint8_t fp4_nibble(const uint8_t* packed_row, int64_t c) {
+  const uint8_t b = packed_row[c / 2];
+  return (c & 1) ? static_cast<uint8_t>(b >> 4) : static_cast<uint8_t>(b & 0xF);
+}
+
+// ---- quantizer primitives (MODEL.md §3.1) ----
 
 // pow2ceil (the reference's fast_round_scale): smallest power of two >= v for normal
 // finite v > 0, from the binary32 bits.
