@@ -129,10 +129,11 @@ void Tokenizer::split_added(std::string_view text, bool normalized, std::vector<
   rest(text.substr(gap_begin));
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool match_added) const {
   const std::string valid = utf8_lossy(text);
   std::vector<int32_t> ids;
-  split_added(valid, false, ids, false);
+  if (match_added) split_added(valid, false, ids, false);
+  else encode_plain(valid, ids);
   return ids;
 }
 

@@ -36,7 +36,8 @@ class Tokenizer {
             const std::string& where);
 
   // HF's encode(text) without special tokens added (the post-processor adds none).
-  std::vector<int32_t> encode(std::string_view text) const;
+  // match_added = false encodes added-token text as plain text (chat message content).
+  std::vector<int32_t> encode(std::string_view text, bool match_added = true) const;
   // encode(text) after BOS when tokenizer_config.json's add_bos_token is true.
   std::vector<int32_t> encode_prompt(std::string_view text) const;
   // HF's decode(ids, skip_special_tokens). Throws Error on an id outside the vocabulary.
