@@ -94,3 +94,39 @@ TEST_CASE("--stop-ids overrides stop_ids: and is refused by name") {
         std::string::npos);
   CHECK(help_text().find("--stop-ids") != std::string::npos);
 }
+
+TEST_CASE("text, sampling and serve flags override the YAML (issue 14)") {
+  const CliOptions cli = parse({"--config", "c.yaml", "--prompt", "Hi", "--chat", "--stop", "A",
+                                "--stop", "B", "--temperature", "0.5", "--top-k", "3",
+                                "--top-p", "0.8", "--min-p", "0.1", "--seed", "9",
+                                "--ignore-eos", "--max-prompt", "32"});
+  RunConfig c;
+  c.prompt_ids = {1, 2};  // a config's ids give way to --prompt
+  apply_cli(cli, c);
+  CHECK(c.prompt == "Hi");
+  CHECK(c.prompt_ids.empty());
+  CHECK(c.chat);
+  CHECK(c.stop == std::vector<std::string>{"A", "B"});
+  CHECK(c.sampling.temperature == 0.5);
+  CHECK(c.sampling.top_k == 3);
+  CHECK(c.sampling.top_p == 0.8);
+  CHECK(c.sampling.min_p == 0.1);
+  CHECK(c.sampling.seed == 9);
+  CHECK(c.seed_set);
+  CHECK(c.ignore_eos);
+  CHECK(c.max_prompt == 32);
+  const CliOptions serve = parse({"--config", "c.yaml", "--serve", "--port", "9001"});
+  CHECK(serve.serve);
+  CHECK(serve.port == 9001);
+  CHECK(serve.host == "127.0.0.1");
+  RunConfig s;
+  s.prompt_ids = {1};
+  apply_cli(serve, s);
+  CHECK(s.prompt_ids.empty());  // the server takes its prompts from requests
+  CHECK(refusal({"--config", "c.yaml", "--serve", "--prompt", "x"}).find("--serve") != std::string::npos);
+  CHECK(refusal({"--config", "c.yaml", "--port", "0"}) == "--port: 0 (must be 1..65535)");
+  CHECK(refusal({"--config", "c.yaml", "--prompt", "x", "--prompt-ids", "1"}).find("give one") !=
+        std::string::npos);
+  CHECK(refusal({"--config", "c.yaml", "--prompt-file", "/no/such"}).find("/no/such: cannot open") !=
+        std::string::npos);
+}
