@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "launcher/cli.h"
@@ -107,14 +108,10 @@ TEST_CASE("text, sampling and serve flags override the YAML (issue 14)") {
   CHECK(c.prompt_ids.empty());
   CHECK(c.chat);
   CHECK(c.stop == std::vector<std::string>{"A", "B"});
-  CHECK(c.sampling.temperature == 0.5);
-  CHECK(c.sampling.top_k == 3);
-  CHECK(c.sampling.top_p == 0.8);
-  CHECK(c.sampling.min_p == 0.1);
-  CHECK(c.sampling.seed == 9);
-  CHECK(c.seed_set);
-  CHECK(c.ignore_eos);
-  CHECK(c.max_prompt == 32);
+  const SamplingParams& sp = c.sampling;
+  CHECK((std::tuple(sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.seed, c.seed_set) ==
+         std::tuple(0.5, 3, 0.8, 0.1, uint64_t{9}, true)));
+  CHECK((c.ignore_eos && c.max_prompt == 32));
   const CliOptions serve = parse({"--config", "c.yaml", "--serve", "--port", "9001"});
   CHECK(serve.serve);
   CHECK(serve.port == 9001);
