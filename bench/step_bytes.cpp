@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "launcher/tool_args.h"
 #include "model/census.h"
 #include "model/checkpoint.h"
 #include "base/error.h"
@@ -33,18 +34,9 @@ int run(int argc, char** argv) {
       ("experts", "with --preset: trunk routed-expert recipe, nvfp4 or mxfp4",
        cxxopts::value<std::string>()->default_value("nvfp4"))
       ("h,help", "show this help");
-  cxxopts::ParseResult args;
-  try {
-    args = opts.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw dsv4::Error(dsv4::cat(e.what(), " (see --help)"));
-  }
-  if (args.count("help")) {
-    std::cout << opts.help() << "\n";
-    return 0;
-  }
-  if (!args.unmatched().empty())
-    throw dsv4::Error(dsv4::cat("unexpected argument '", args.unmatched().front(), "' (see --help)"));
+  const auto parsed = dsv4::parse_tool_args(opts, argc, argv);
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
   if (args.count("model") == args.count("preset"))
     throw dsv4::Error("pass exactly one of --model DIR or --preset tiny|flash (see --help)");
 

@@ -50,7 +50,23 @@ Run config keys (YAML; configs/README.md documents each):
                  place on every rank; share_layers: true (benchmarks) shares one layer per kind
   liveness_timeout_s  seconds a peer may send no heartbeat before every rank stops
                  naming it (default 300; 0 = never)
+  prompt         a text prompt (the checkpoint's tokenizer.json; BOS per its config);
+                 the output is streamed as text. prompt_file: FILE reads it from a file
+  chat           true: the prompt is a user message in the DeepSeek chat layout;
+                 system: a system message; thinking: true for the thinking marker
+  stop           a stop string or a list; generation ends before it (text runs)
+  ignore_eos     true: text runs go on past EOS (default: stop at EOS)
+  temperature    0 (default) greedy; > 0 samples on rank 0 with top_k (0 = all), top_p
+                 (1 = all), min_p (0 = all) and seed (default: drawn and logged)
+  max_prompt     text / serve: the longest prompt accepted (default max_seq)
 Run with mpirun -np P for P pipeline stages, or directly for one.
+
+Text in, text out:
+  dsv4-stage --config C --prompt "Hello" --max-new 32 --temperature 0.7 --seed 1
+OpenAI-compatible server on rank 0 (all ranks run the engine):
+  mpirun -np 2 dsv4-stage --config C --serve --port 8000
+  curl http://127.0.0.1:8000/v1/completions -H 'Content-Type: application/json' \
+       -d '{"model": "tiny", "prompt": "Hello", "max_tokens": 16}'
 )";
 
 cxxopts::Options make_options() {
@@ -85,9 +101,61 @@ cxxopts::Options make_options() {
     ("liveness-timeout", "seconds without a peer's heartbeat before it is declared failed, "
      "0 = never (overrides liveness_timeout_s:, default 300)", cxxopts::value<std::string>())
     ("version", "print the source revision and whether CUDA is built in")
+    ("prompt", "a text prompt, encoded by the checkpoint's tokenizer (overrides prompt:)",
+     cxxopts::value<std::string>())
+    ("prompt-file", "read the text prompt from FILE", cxxopts::value<std::string>())
+    ("chat", "the prompt is one user message in the DeepSeek chat layout")
+    ("system", "with --chat: a system message", cxxopts::value<std::string>())
+    ("thinking", "with --chat: open the answer in thinking mode (<think>)")
+    ("stop", "a stop string; repeat for several (overrides stop:)",
+     cxxopts::value<std::vector<std::string>>())
+    ("ignore-eos", "text runs go on past the model's EOS")
+    ("temperature", "0 = greedy (default); > 0 samples on rank 0", cxxopts::value<double>())
+    ("top-k", "sample among the k most probable tokens (0 = all)", cxxopts::value<int>())
+    ("top-p", "sample within the top-p probability mass (1 = all)", cxxopts::value<double>())
+    ("min-p", "drop tokens below min-p x the top probability (0 = none)",
+     cxxopts::value<double>())
+    ("seed", "sampling seed (default: drawn at start and logged)", cxxopts::value<uint64_t>())
+    ("max-prompt", "text / serve: the longest prompt accepted (default max_seq)",
+     cxxopts::value<int64_t>())
+    ("serve", "serve the OpenAI-compatible HTTP API on rank 0 until SIGINT / SIGTERM")
+    ("host", "--serve: address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))
+    ("port", "--serve: TCP port", cxxopts::value<int>()->default_value("8000"))
+    ("model-name", "--serve: the model id clients name (default: the checkpoint folder's name)",
+     cxxopts::value<std::string>())
     ("h,help", "print this help");
   return o;
 }
+// The text, sampling and serving flags (issue 14).
+void parse_text_flags(const cxxopts::ParseResult& r, CliOptions& cli) {
+  if (r.count("prompt") + r.count("prompt-file") + r.count("prompt-ids") > 1)
+    throw Error("--prompt, --prompt-file and --prompt-ids: give one");
+  if (r.count("prompt")) cli.prompt = r["prompt"].as<std::string>();
+  if (r.count("prompt-file"))
+    cli.prompt = read_prompt_file(r["prompt-file"].as<std::string>(), "--prompt-file");
+  if (r.count("system")) cli.system = r["system"].as<std::string>();
+  if (r.count("stop")) cli.stop = r["stop"].as<std::vector<std::string>>();
+  if (r.count("temperature")) cli.temperature = r["temperature"].as<double>();
+  if (r.count("top-p")) cli.top_p = r["top-p"].as<double>();
+  if (r.count("min-p")) cli.min_p = r["min-p"].as<double>();
+  if (r.count("top-k")) cli.top_k = r["top-k"].as<int>();
+  if (r.count("seed")) cli.seed = r["seed"].as<uint64_t>();
+  if (r.count("max-prompt")) {
+    cli.max_prompt = r["max-prompt"].as<int64_t>();
+    if (*cli.max_prompt < 1) throw Error(cat("--max-prompt: ", *cli.max_prompt, " (must be >= 1)"));
+  }
+  cli.chat = r.count("chat") > 0;
+  cli.thinking = r.count("thinking") > 0;
+  cli.ignore_eos = r.count("ignore-eos") > 0;
+  cli.serve = r.count("serve") > 0;
+  cli.host = r["host"].as<std::string>();
+  cli.port = r["port"].as<int>();
+  if (cli.port < 1 || cli.port > 65535) throw Error(cat("--port: ", cli.port, " (must be 1..65535)"));
+  if (r.count("model-name")) cli.model_name = r["model-name"].as<std::string>();
+  if (cli.serve && (cli.prompt || r.count("prompt-ids") || cli.stage_only))
+    throw Error("--serve: prompts come from HTTP requests (drop --prompt / --prompt-ids / --stage-only)");
+}
+
 }  // namespace
 
 std::string help_text() { return kExamples + make_options().help() + kYamlKeys; }
@@ -148,6 +216,7 @@ CliOptions parse_cli(int argc, char** argv) {
   if (r.count("replay")) cli.replay = r["replay"].as<std::string>();
   if (cli.stage_only.has_value() != !cli.replay.empty())
     throw Error("--stage-only and --replay: each needs the other (--stage-only R --replay DIR)");
+  parse_text_flags(r, cli);
   return cli;
 }
 
@@ -163,6 +232,29 @@ void apply_cli(const CliOptions& cli, RunConfig& c) {
   if (cli.spec_depth) c.spec_depth = *cli.spec_depth;
   if (cli.profile_ops) c.profile_ops = true;
   if (cli.liveness_timeout_s) c.liveness_timeout_s = *cli.liveness_timeout_s;
+  if (cli.prompt) {
+    c.prompt = *cli.prompt;
+    c.prompt_ids.clear();
+  }
+  if (cli.prompt_ids) c.prompt.clear();
+  if (cli.system) c.system = *cli.system;
+  if (cli.stop) c.stop = *cli.stop;
+  if (cli.temperature) c.sampling.temperature = *cli.temperature;
+  if (cli.top_k) c.sampling.top_k = *cli.top_k;
+  if (cli.top_p) c.sampling.top_p = *cli.top_p;
+  if (cli.min_p) c.sampling.min_p = *cli.min_p;
+  if (cli.seed) {
+    c.sampling.seed = *cli.seed;
+    c.seed_set = true;
+  }
+  if (cli.max_prompt) c.max_prompt = *cli.max_prompt;
+  if (cli.chat) c.chat = true;
+  if (cli.thinking) c.thinking = true;
+  if (cli.ignore_eos) c.ignore_eos = true;
+  if (cli.serve) {  // prompts come from requests; a config's prompt is not the server's
+    c.prompt_ids.clear();
+    c.prompt.clear();
+  }
 }
 
 }  // namespace dsv4

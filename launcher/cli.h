@@ -24,6 +24,19 @@ struct CliOptions {
   std::string spec_stats;                   // --spec-stats FILE.json (speculative runs)
   std::optional<int> stage_only;            // --stage-only R (with --replay DIR)
   std::string replay;
+  // Text generation and sampling (issue 14); each overrides its YAML key.
+  std::optional<std::string> prompt, system;     // --prompt / --prompt-file, --system
+  std::optional<std::vector<std::string>> stop;  // --stop (repeatable)
+  std::optional<double> temperature, top_p, min_p;
+  std::optional<int> top_k;
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> max_prompt;
+  bool chat = false, thinking = false, ignore_eos = false;
+  // The OpenAI-compatible server on rank 0 (--serve).
+  bool serve = false;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string model_name;                        // --model-name ("" : the checkpoint folder's name)
 };
 
 // Throws Error naming the flag.

@@ -10,6 +10,7 @@
 
 #include "model/census.h"
 #include "base/error.h"
+#include "launcher/tool_args.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
 
@@ -71,8 +72,8 @@ void print_census(const dsv4::ModelConfig& c, const dsv4::CensusOptions& o) {
 int run(int argc, char** argv) {
   cxxopts::Options opts("dsv4-mkckpt",
                         "Writes a deterministic synthetic DeepSeek-V4 checkpoint (config.json, "
-                        "model.safetensors.index.json, model-*.safetensors), or prints its byte "
-                        "census.");
+                        "model.safetensors.index.json, model-*.safetensors; the tiny preset also "
+                        "tokenizer.json and tokenizer_config.json), or prints its byte census.");
   opts.add_options()
       ("preset", "model config: 'tiny' (the test model, 3 shards, ~20 MiB) or 'flash' "
                  "(DeepSeek-V4-Flash with DSpark, one shard per layer, ~175 GB)",
@@ -90,18 +91,9 @@ int run(int argc, char** argv) {
       ("census", "print the resident byte census by class and the totals; writes nothing")
       ("force", "write into a non-empty --out directory (files of the same names are replaced)")
       ("h,help", "show this help");
-  cxxopts::ParseResult args;
-  try {
-    args = opts.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw dsv4::Error(dsv4::cat(e.what(), " (see --help)"));
-  }
-  if (args.count("help")) {
-    std::cout << opts.help() << "\n";
-    return 0;
-  }
-  if (!args.unmatched().empty())
-    throw dsv4::Error(dsv4::cat("unexpected argument '", args.unmatched().front(), "' (see --help)"));
+  const auto parsed = dsv4::parse_tool_args(opts, argc, argv);
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
   if (!args.count("preset")) throw dsv4::Error("--preset is required (tiny or flash; see --help)");
   const std::string preset = args["preset"].as<std::string>();
   const dsv4::ModelConfig config = dsv4::preset_by_name(
@@ -111,6 +103,7 @@ int run(int argc, char** argv) {
   so.seed = args["seed"].as<uint64_t>();
   so.trunk_experts = dsv4::expert_recipe_by_name(args["experts"].as<std::string>());
   so.layout = preset == "tiny" ? dsv4::ShardLayout::compact : dsv4::ShardLayout::per_layer;
+  so.tokenizer = preset == "tiny";  // Flash runs use the release's own tokenizer files
 
   if (args.count("census")) {
     dsv4::CensusOptions co;

@@ -26,6 +26,7 @@
 #include "launcher/cli.h"
 #include "launcher/device_select.h"
 #include "launcher/fault_injection.h"
+#include "launcher/http_server.h"
 #include "launcher/logits_dump.h"
 #include "launcher/output_files.h"
 #include "launcher/process_exit.h"
@@ -36,12 +37,15 @@
 #include "launcher/run_config.h"
 #include "launcher/signal_watch.h"
 #include "launcher/startup_agreement.h"
+#include "launcher/serve.h"
 #include "launcher/spec_stats.h"
+#include "launcher/text_cli.h"
 #include "launcher/weight_source.h"
 #include "model/checkpoint.h"
 #include "base/call_failure.h"
 #include "base/error.h"
 #include "base/host.h"
+#include "model/tokenizer.h"
 #include "stage/coordinator.h"
 #include "stage/pipeline.h"
 
@@ -131,6 +135,23 @@ PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
   return hooks;
 }
 
+// Weight-load progress: a bar on a terminal, else a line per 10 percent.
+std::function<void(int, int)> load_progress(std::shared_ptr<spdlog::logger> log) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  auto last = std::make_shared<int>(-1);
+  return [log, tty, last](int loaded, int total) {
+    const int percent = 100 * loaded / total;
+    if (tty) {
+      std::fprintf(stderr, "\rloading weights: %3d%% (%d/%d layers)%s", percent, loaded, total,
+                   loaded == total ? "\n" : "");
+      std::fflush(stderr);
+    } else if (percent / 10 != *last / 10 || loaded == total) {
+      log->info("loading weights: {}% ({}/{} layers)", percent, loaded, total);
+    }
+    *last = percent;
+  };
+}
+
 // Start-up, part 1: config.json and the index only (no weight is read): the run checked
 // against the model, and the placement every rank computes alike.
 void plan_rank(const RunConfig& cfg, MpiEndpoint& ep, RankRuntime& rt,
@@ -174,7 +195,11 @@ void load_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank, RankRuntim
   spec.n_ranks = size;
   spec.layers = rt.ranges[static_cast<size_t>(rank)];
   spec.max_seq = rt.max_seq;
-  spec.max_prompt = static_cast<int64_t>(cfg.prompt_ids.size());  // the run's one prefill
+  // An id run has one prefill; text runs and the server take prompts up to max_prompt.
+  spec.max_prompt = !cfg.prompt_ids.empty() ? static_cast<int64_t>(cfg.prompt_ids.size())
+                    : cfg.max_prompt > 0    ? cfg.max_prompt
+                                            : rt.max_seq;
+  spec.on_layer_loaded = load_progress(log);
   spec.numerics = cfg.numerics;
   spec.drafter = speculative;
   rt.stage = std::make_unique<Stage>(*rt.ckpt, *rt.ops, spec);
@@ -237,6 +262,46 @@ std::string round_line(const SpecRound& r, const SpecResult& run, int index) {
              static_cast<int64_t>(r.round_us), " us");
 }
 
+// Rank 0 of a text or serve run: what rank 0 alone holds.
+struct TextSide {
+  std::unique_ptr<Tokenizer> tok;
+  std::vector<int32_t> prompt;          // a text run's prompt ids
+  std::unique_ptr<HttpServer> server;   // --serve
+};
+
+// S3: a speculative run's fixed depth, default block_size + 1 (0, 0: plain decoding).
+void set_spec_depth(const RunConfig& cfg, const ModelConfig& mc, int& tmax, int& cap) {
+  if (cfg.drafter == "none") return;
+  tmax = mc.dspark.block_size + 1;
+  cap = cfg.spec_depth > 0 ? cfg.spec_depth : tmax;
+}
+
+void serve_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime& rt, TextSide& text,
+                    spdlog::logger& log) {
+  Coordinator coordinator(*rt.pipeline, rt.control.get(), rt.max_seq, rt.ckpt->config().vocab_size);
+  ServedModel model;
+  model.name = cli.model_name.empty()
+                   ? std::filesystem::path(cfg.model).lexically_normal().filename().string()
+                   : cli.model_name;
+  if (model.name.empty()) model.name = "dsv4";
+  model.max_seq = rt.max_seq;
+  model.max_prompt = rt.stage->spec().max_prompt;
+  model.vocab = rt.ckpt->config().vocab_size;
+  model.speculative = cfg.drafter != "none";
+  int tmax = 0, cap = 0;
+  set_spec_depth(cfg, rt.ckpt->config(), tmax, cap);
+  const StopSignalWatcher watcher(*text.server);
+  text.server->set_ready(model);
+  text.server->run_engine([&](const TextRequest& req) {
+    TextRequest r = req;
+    r.spec_tmax = tmax;
+    r.depth_cap = cap;
+    return generate_text(coordinator, *text.tok, r);
+  });
+  coordinator.stop();
+  log.info("server stopped; every rank is leaving");
+}
+
 void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime& rt,
                        spdlog::logger& log) {
   Coordinator coordinator(*rt.pipeline, rt.control.get(), rt.max_seq,
@@ -247,13 +312,12 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
   req.keep_logits = !cli.dump_logits.empty();
   req.stop_ids = cfg.stop_ids;
   const bool speculative = cfg.drafter != "none";
-  if (speculative) {  // S3: fixed depth, default block_size + 1
-    req.spec_tmax = rt.ckpt->config().dspark.block_size + 1;
-    req.depth_cap = cfg.spec_depth > 0 ? cfg.spec_depth : req.spec_tmax;
+  req.sampling = run_sampling(cfg, log);
+  set_spec_depth(cfg, rt.ckpt->config(), req.spec_tmax, req.depth_cap);
+  if (speculative)
     req.on_round = [&log](const SpecRound& r, const SpecResult& run) {
       log.debug("{}", round_line(r, run, static_cast<int>(run.rounds.size()) - 1));
     };
-  }
   const GenerationResult res = coordinator.generate(req);
   coordinator.stop();
   std::printf("tokens: %s\n", joined(res.tokens).c_str());
@@ -354,6 +418,7 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMon
   CliOptions cli;
   RunConfig cfg;
   RankRuntime rt;
+  TextSide text;
   bool replay_equal = false;
 
   // Start-up, in three steps each closed by a collective that every living rank reaches
@@ -391,6 +456,12 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMon
       auto ops = make_ops(cfg, 0);
       replay_equal = replay_stage(cfg, *cli.stage_only, cli.replay, *ops, *log);
     } else {
+      if (cli.serve) install_stop_signals();
+      if (rank == 0 && (cli.serve || !cfg.prompt.empty())) {
+        text.tok = std::make_unique<Tokenizer>(Tokenizer::load(cfg.model));
+        if (!cfg.prompt.empty()) text.prompt = text_prompt_ids(cfg, *text.tok);
+        if (cli.serve) text.server = std::make_unique<HttpServer>(*text.tok, cli.host, cli.port, log);
+      }
       plan_rank(cfg, ep, rt, log);
     }
   } catch (const std::exception& e) {
@@ -420,7 +491,16 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMon
 
   try {
     connect_rank(cfg, ep, rt, log);
-    if (rank == 0) {
+    if (rank == 0 && cli.serve) {
+      serve_on_rank0(cfg, cli, rt, text, *log);
+    } else if (rank == 0 && text.tok) {
+      Coordinator coordinator(*rt.pipeline, rt.control.get(), rt.max_seq,
+                              rt.ckpt->config().vocab_size);
+      TextRequest req = text_request(cfg, *text.tok, text.prompt, *log);
+      set_spec_depth(cfg, rt.ckpt->config(), req.spec_tmax, req.depth_cap);
+      run_text_on_rank0(*text.tok, coordinator, std::move(req), *log);
+      coordinator.stop();
+    } else if (rank == 0) {
       generate_on_rank0(cfg, cli, rt, *log);
     } else {
       rt.pipeline->serve();

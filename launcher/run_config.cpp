@@ -79,6 +79,25 @@ class Reader {
     if (v < min) throw Error(cat(where(key), ": ", v, " is below the minimum ", min));
     return v;
   }
+  double number(const YAML::Node& n, const std::string& key) const {
+    const std::string text = scalar(n, key);
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) throw Error(cat(where(key), ": '", text, "' is not a number"));
+    return v;
+  }
+  std::vector<std::string> strings(const YAML::Node& n, const std::string& key) const {
+    if (n.IsScalar()) return {n.Scalar()};
+    if (!n.IsSequence()) throw Error(cat(where(key), ": expected a string or a list of strings"));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < n.size(); ++i) out.push_back(scalar(n[i], cat(key, "[", i, "]")));
+    return out;
+  }
   bool boolean(const YAML::Node& n, const std::string& key) const {
     const std::string text = scalar(n, key);
     if (text == "true") return true;
@@ -228,12 +247,30 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     else if (key == "stop_ids") c.stop_ids = rd.int32s(v, key, 0);
     else if (key == "profile_ops") c.profile_ops = rd.boolean(v, key);
     else if (key == "liveness_timeout_s") c.liveness_timeout_s = rd.number(v, key, 0);
+    else if (key == "prompt") c.prompt = rd.scalar(v, key);
+    else if (key == "prompt_file")
+      c.prompt = read_prompt_file(resolve_path(rd.scalar(v, key), base_dir), rd.where(key));
+    else if (key == "chat") c.chat = rd.boolean(v, key);
+    else if (key == "system") c.system = rd.scalar(v, key);
+    else if (key == "thinking") c.thinking = rd.boolean(v, key);
+    else if (key == "stop") c.stop = rd.strings(v, key);
+    else if (key == "ignore_eos") c.ignore_eos = rd.boolean(v, key);
+    else if (key == "temperature") c.sampling.temperature = rd.number(v, key);
+    else if (key == "top_k") c.sampling.top_k = static_cast<int>(rd.integer(v, key, 0));
+    else if (key == "top_p") c.sampling.top_p = rd.number(v, key);
+    else if (key == "min_p") c.sampling.min_p = rd.number(v, key);
+    else if (key == "seed") {
+      c.sampling.seed = static_cast<uint64_t>(rd.integer(v, key, 0));
+      c.seed_set = true;
+    } else if (key == "max_prompt") c.max_prompt = rd.integer(v, key, 1);
     else if (parse_synthetic_key(rd, key, v, c)) continue;
     else
       throw Error(cat(rd.where(key), ": unknown key (known: model, backend, transport, "
                       "placement, max_seq, prompt_ids, max_new, numerics, devices, log_dir, "
                       "dump_boundary, drafter, spec_depth, profile_ops, stop_ids, liveness_timeout_s, "
-                      "weights, preset, trunk_layers, experts, weights_seed, share_layers)"));
+                      "weights, preset, trunk_layers, experts, weights_seed, share_layers, prompt, "
+                      "prompt_file, chat, system, thinking, stop, ignore_eos, temperature, top_k, "
+                      "top_p, min_p, seed, max_prompt)"));
   }
   return c;
 }
@@ -260,6 +297,18 @@ void check_run_config(const RunConfig& c) {
   }
   if (c.effective_transport() == Transport::nccl && c.backend != Backend::cuda)
     throw Error("transport: nccl moves device memory and needs backend: cuda");
+  if (!c.prompt.empty() && !c.prompt_ids.empty())
+    throw Error("prompt and prompt_ids: give one (a text prompt or token ids, not both)");
+  check_sampling(c.sampling, "");
+}
+
+std::string read_prompt_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(cat(what, " ", path, ": cannot open the prompt file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) throw Error(cat(what, " ", path, ": the prompt file is empty"));
+  return text.str();
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what) {

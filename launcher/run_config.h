@@ -11,6 +11,7 @@
 #include "kernels/numerics.h"
 #include "model/placement.h"
 #include "model/tensor_view.h"
+#include "stage/sampler.h"
 
 namespace dsv4 {
 
@@ -51,6 +52,17 @@ struct RunConfig {
   std::vector<int32_t> stop_ids;            // SPECDECODE S6; empty: run to max_new
   bool profile_ops = false;                 // per-op decode timing table in each rank's log
   double liveness_timeout_s = kDefaultLivenessTimeout;  // a silent peer is declared failed; 0: never
+  // Text generation (issue 14): a text prompt instead of prompt_ids, read by the
+  // checkpoint's tokenizer; the output is streamed as text.
+  std::string prompt;                       // prompt: / prompt_file: (read into it)
+  bool chat = false;                        // the prompt is a user message (chat layout)
+  std::string system;                       // chat: the system message ("" none)
+  bool thinking = false;                    // chat: thinking marker instead of non-thinking
+  std::vector<std::string> stop;            // stop strings (not shown in the output)
+  bool ignore_eos = false;                  // text runs stop at EOS unless set
+  SamplingParams sampling;                  // temperature (0 greedy), top_k, top_p, min_p, seed
+  bool seed_set = false;                    // seed given; else rank 0 draws one and logs it
+  int64_t max_prompt = 0;                   // text / serve: longest prompt, 0 = max_seq
 
   static constexpr int64_t kDefaultMaxSeq = 4096;
   // comm/liveness.h: heartbeats run beside the work (loads and prefills keep beating),
@@ -73,6 +85,9 @@ RunConfig load_run_config(const std::string& path);
 // Checks the combination of settings this build can run (drafter availability, devices
 // only with cuda, nccl only with cuda); throws Error naming the key or flag.
 void check_run_config(const RunConfig& c);
+
+// Reads a prompt file (prompt_file: / --prompt-file); throws Error naming `what` and it.
+std::string read_prompt_file(const std::string& path, const std::string& what);
 
 // Comma-separated integers ("1,2,3"), for --prompt-ids and --stop-ids; `what` names the flag.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what);

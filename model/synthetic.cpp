@@ -1,5 +1,6 @@
 // Synthetic checkpoint writer (CHECKPOINT.md §3.8 "Synthetic values", §6.1, §1.1).
 #include "model/synthetic.h"
+#include "model/tiny_tokenizer.h"
 
 #include <algorithm>
 #include <atomic>
@@ -123,6 +124,10 @@ void write_synthetic_checkpoint(const ModelConfig& c, const std::string& dir,
   index["weight_map"] = weight_map;
   write_text(fs::path(dir) / "model.safetensors.index.json", index.dump(2) + "\n");
   write_text(fs::path(dir) / "config.json", model_config_json(c));
+  if (o.tokenizer) {
+    write_text(fs::path(dir) / "tokenizer.json", tiny_tokenizer_json(c).dump() + "\n");
+    write_text(fs::path(dir) / "tokenizer_config.json", tiny_tokenizer_config_json(c).dump(2) + "\n");
+  }
 }
 
 }  // namespace dsv4

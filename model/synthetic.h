@@ -25,6 +25,7 @@ struct SyntheticOptions {
   ExpertRecipe drafter_experts = ExpertRecipe::mxfp4;  // §6.1
   ShardLayout layout = ShardLayout::compact;
   int threads = 0;                                     // encoder threads; 0 = all cores
+  bool tokenizer = false;                              // also tokenizer*.json (tiny_tokenizer.h)
   std::function<void(const std::string&)> progress;    // one line per shard written (optional)
   // Benchmark mode of generated weights (never written): trunk layers of one kind (compress
   // ratio, routing) share the first such layer's tensors, so the whole depth fits one GPU

@@ -5,12 +5,16 @@ set -euo pipefail
 
 # clang + libclang-rt-14-dev: the libFuzzer targets scripts/test.sh runs briefly (docs/fuzzing.md).
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libyaml-cpp-dev
-          libcxxopts-dev doctest-dev nlohmann-json3-dev libspdlog-dev clang libclang-rt-14-dev)
+          libcxxopts-dev doctest-dev nlohmann-json3-dev libspdlog-dev clang libclang-rt-14-dev
+          libicu-dev libcpp-httplib-dev)
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node and npm run the tokenizer oracle and the OpenAI-client tests (npm packages go into
+# the build folder, never globally); Debian's when no other node is installed.
+command -v npm >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present" >&2
   exit 0

@@ -26,6 +26,11 @@ void check_admission(const GenerationRequest& req, int64_t max_seq, int64_t voca
     if (req.stop_ids[i] < 0 || req.stop_ids[i] >= vocab)
       throw Error(cat("stop_ids[", i, "]: token id ", req.stop_ids[i], " outside [0, ", vocab,
                       ") (stop_ids: / --stop-ids)"));
+  check_sampling(req.sampling, "");
+  if (req.spec_tmax > 0 && !req.sampling.greedy())
+    throw Error(cat("temperature: ", req.sampling.temperature, " with a drafter: speculative "
+                    "decoding is greedy only until lossless speculative sampling exists "
+                    "(SPECDECODE S8); use temperature 0 or drafter: none"));
 }
 
 namespace {
@@ -94,9 +99,17 @@ GenerationResult Coordinator::generate(const GenerationRequest& req) {
   using Clock = std::chrono::steady_clock;
   using Ms = std::chrono::duration<double, std::milli>;
   GenerationResult out;
+  const auto p0 = static_cast<int64_t>(req.prompt.size());
+  const bool sampled = !req.sampling.greedy();
+  // The committed token of one row: the head's argmax (greedy), or drawn on rank 0 from
+  // the row's logits keyed by its position (stage/sampler.h).
   auto take = [&](OpResult&& r) {
     DSV4_CHECK(r.ids.size() == 1, "head returned ", r.ids.size(), " ids for one row");
-    out.tokens.push_back(r.ids[0]);
+    const auto position = p0 + static_cast<int64_t>(out.tokens.size());
+    out.tokens.push_back(sampled ? sample_token(r.logits.data(), vocab_, req.sampling, position)
+                                 : r.ids[0]);
+    const bool streamed = req.on_token && req.spec_tmax == 0;  // spec: after its rounds
+    if (streamed && !req.on_token(out.tokens.back())) out.ended_by_caller = true;
     if (req.keep_logits) {
       DSV4_CHECK(r.logits.size() == static_cast<size_t>(vocab_), "logits row of ",
                  r.logits.size(), " floats");
@@ -106,7 +119,7 @@ GenerationResult Coordinator::generate(const GenerationRequest& req) {
 
   OpHeader header;
   header.seq = seq_;
-  header.want_logits = req.keep_logits;
+  header.want_logits = req.keep_logits || sampled;
   header.kind = OpKind::prefill;
   header.pos = 0;
   header.ids = req.prompt;
@@ -133,11 +146,18 @@ GenerationResult Coordinator::generate(const GenerationRequest& req) {
     out.ended_by_carry = spec.ended_by_carry;
     out.stopped = spec.stopped;
     out.decode_steps = static_cast<int64_t>(out.rounds.size());
+    for (size_t i = 0; req.on_token && i < out.tokens.size(); ++i)
+      if (!req.on_token(out.tokens[i])) {
+        out.tokens.resize(i + 1);
+        if (out.logits.size() > i + 1) out.logits.resize(i + 1);
+        out.ended_by_caller = true;
+      }
   }
   // Plain greedy; a stop id is emitted and ends the run unconsumed (S6).
   header.kind = OpKind::decode;
   out.stopped = out.stopped || is_stop(req.stop_ids, out.tokens.back());
-  while (!out.stopped && static_cast<int64_t>(out.tokens.size()) < req.max_new) {
+  while (!out.stopped && !out.ended_by_caller &&
+         static_cast<int64_t>(out.tokens.size()) < req.max_new) {
     header.pos = static_cast<int64_t>(req.prompt.size() + out.tokens.size()) - 1;
     header.ids = {out.tokens.back()};
     take(run(header));

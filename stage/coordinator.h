@@ -8,6 +8,7 @@
 
 #include "comm/control_plane.h"
 #include "stage/pipeline.h"
+#include "stage/sampler.h"
 #include "stage/spec_rounds.h"
 
 namespace dsv4 {
@@ -21,6 +22,11 @@ struct GenerationRequest {
   std::vector<int32_t> stop_ids;  // S6: emitting one ends the run (it is not consumed)
   // Speculative: called after each round's record (SpecOptions::on_round; logging).
   std::function<void(const SpecRound&, const SpecResult&)> on_round;
+  SamplingParams sampling;        // greedy by default; else rank 0 samples the logits rows
+  // Called with each token as it is committed; returning false ends the run after it
+  // (a stop string matched, or the client went away). Speculative runs call it after
+  // the last round.
+  std::function<bool(int32_t token)> on_token;
 };
 
 struct GenerationResult {
@@ -31,10 +37,12 @@ struct GenerationResult {
   std::vector<SpecRound> rounds;            // speculative: every round record (R-A4)
   bool ended_by_carry = false;
   bool stopped = false;                     // the last token is a stop id (S6)
+  bool ended_by_caller = false;             // on_token returned false
 };
 
 // Refuses a request the engine cannot serve, naming the numbers (SPECDECODE.md S5:
-// 1 <= p0 <= max_seq and p0 + n_new - 1 <= max_seq; prompt and stop ids in [0, V)).
+// 1 <= p0 <= max_seq and p0 + n_new - 1 <= max_seq; prompt and stop ids in [0, V);
+// sampling in range, and greedy with a drafter, S8).
 void check_admission(const GenerationRequest& req, int64_t max_seq, int64_t vocab);
 
 class Coordinator {

@@ -82,6 +82,8 @@ Stage::Impl::Impl(Checkpoint& ckpt, Ops& ops_, const StageSpec& spec_)
     const int tap = spec.drafter ? tap_column(cfg, l) : -1;
     layers.push_back(std::make_unique<Layer>(ops, std::move(w), cfg, r == 0 ? plain : yarn,
                                              spec.max_seq, tmax, std::max(tmax, 1), tap));
+    if (spec.on_layer_loaded)
+      spec.on_layer_loaded(l - spec.layers.begin + 1, spec.layers.end - spec.layers.begin);
   }
   sz.index_width = cfg.sliding_window + tail_cap;
   ws = std::make_unique<Workspace>(ops, cfg, sz);

@@ -12,6 +12,7 @@
 // dspark_target_layer_ids. `taps` may be null when spec.drafter is off.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct StageSpec {
   int64_t max_prompt = 0;     // largest prefill (rows of every workspace); 0 = max_seq
   Numerics numerics;
   bool drafter = false;       // spec decoding on: verify transient rows, taps
+  std::function<void(int loaded, int total)> on_layer_loaded;  // load progress (optional)
   bool first() const { return rank == 0; }
   bool last() const { return rank == n_ranks - 1; }
 };

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "launcher/cli.h"
@@ -118,4 +119,36 @@ TEST_CASE("DSV4_FAULT_INJECT: a rank the job lacks is refused; an operation neve
                        Error);
   CHECK(on_rank1.missed().empty());
   unsetenv("DSV4_FAULT_INJECT");
+}
+
+TEST_CASE("text, sampling and serve flags override the YAML (issue 14)") {
+  const CliOptions cli = parse({"--config", "c.yaml", "--prompt", "Hi", "--chat", "--stop", "A",
+                                "--stop", "B", "--temperature", "0.5", "--top-k", "3",
+                                "--top-p", "0.8", "--min-p", "0.1", "--seed", "9",
+                                "--ignore-eos", "--max-prompt", "32"});
+  RunConfig c;
+  c.prompt_ids = {1, 2};  // a config's ids give way to --prompt
+  apply_cli(cli, c);
+  CHECK(c.prompt == "Hi");
+  CHECK(c.prompt_ids.empty());
+  CHECK(c.chat);
+  CHECK(c.stop == std::vector<std::string>{"A", "B"});
+  const SamplingParams& sp = c.sampling;
+  CHECK((std::tuple(sp.temperature, sp.top_k, sp.top_p, sp.min_p, sp.seed, c.seed_set) ==
+         std::tuple(0.5, 3, 0.8, 0.1, uint64_t{9}, true)));
+  CHECK((c.ignore_eos && c.max_prompt == 32));
+  const CliOptions serve = parse({"--config", "c.yaml", "--serve", "--port", "9001"});
+  CHECK(serve.serve);
+  CHECK(serve.port == 9001);
+  CHECK(serve.host == "127.0.0.1");
+  RunConfig s;
+  s.prompt_ids = {1};
+  apply_cli(serve, s);
+  CHECK(s.prompt_ids.empty());  // the server takes its prompts from requests
+  CHECK(refusal({"--config", "c.yaml", "--serve", "--prompt", "x"}).find("--serve") != std::string::npos);
+  CHECK(refusal({"--config", "c.yaml", "--port", "0"}) == "--port: 0 (must be 1..65535)");
+  CHECK(refusal({"--config", "c.yaml", "--prompt", "x", "--prompt-ids", "1"}).find("give one") !=
+        std::string::npos);
+  CHECK(refusal({"--config", "c.yaml", "--prompt-file", "/no/such"}).find("/no/such: cannot open") !=
+        std::string::npos);
 }

@@ -136,3 +136,47 @@ TEST_CASE("run config: stop_ids (SPECDECODE.md S6) default none, a list of ids, 
   CHECK(refusal("stop_ids: [3, -1]\n").find("stop_ids[1]: -1 is below") != std::string::npos);
   CHECK(refusal("stop_ids: 1\n").find("stop_ids: expected a list") != std::string::npos);
 }
+
+TEST_CASE("run config: text and sampling keys (issue 14) are read and range-checked") {
+  const RunConfig c = parse_run_config(R"(
+model: m
+prompt: "Hello"
+chat: true
+system: Be brief.
+thinking: true
+stop: ["\n\n", END]
+ignore_eos: true
+temperature: 0.7
+top_k: 40
+top_p: 0.9
+min_p: 0.05
+seed: 123
+max_prompt: 64
+)", "run.yaml", "/cfg");
+  CHECK(c.prompt == "Hello");
+  CHECK(c.chat);
+  CHECK(c.system == "Be brief.");
+  CHECK(c.thinking);
+  CHECK(c.stop == std::vector<std::string>{"\n\n", "END"});
+  CHECK(c.ignore_eos);
+  CHECK(c.sampling.temperature == 0.7);
+  CHECK(c.sampling.top_k == 40);
+  CHECK(c.sampling.top_p == 0.9);
+  CHECK(c.sampling.min_p == 0.05);
+  CHECK(c.sampling.seed == 123);
+  CHECK(c.seed_set);
+  CHECK(c.max_prompt == 64);
+  CHECK(parse_run_config("stop: END\n", "run.yaml", "/cfg").stop == std::vector<std::string>{"END"});
+  CHECK(refusal("temperature: warm\n") == "run.yaml: temperature: 'warm' is not a number");
+  CHECK(refusal("top_k: -1\n").find("top_k") != std::string::npos);
+  CHECK(refusal("prompt_file: missing.txt\n").find("/cfg/missing.txt: cannot open") != std::string::npos);
+  RunConfig both;
+  both.model = "m";
+  both.prompt = "x";
+  both.prompt_ids = {1};
+  CHECK_THROWS_WITH_AS(check_run_config(both), doctest::Contains("prompt and prompt_ids"), Error);
+  RunConfig hot;
+  hot.model = "m";
+  hot.sampling.top_p = 1.5;
+  CHECK_THROWS_WITH_AS(check_run_config(hot), doctest::Contains("top_p: 1.5"), Error);
+}
