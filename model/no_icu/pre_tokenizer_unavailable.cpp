@@ -5,6 +5,8 @@
 
 namespace dsv4 {
 
+bool pre_tokenizer_available() { return false; }
+
 struct PreTokenizer::Impl {};
 
 PreTokenizer::PreTokenizer(const nlohmann::json&, const std::string& where) {
