@@ -33,4 +33,11 @@ void set_numerics_option(Numerics& n, const std::string& key, const std::string&
   }
 }
 
+std::vector<std::pair<std::string, std::string>> numerics_options(const Numerics& n) {
+  return {{"kv_quant", n.kv_quant == KvQuant::clamp ? "clamp" : "e4m3"},
+          {"expert_arm", n.expert_arm == ExpertArm::native ? "native" : "bf16"},
+          {"dense_act", n.dense_act == DenseAct::bf16 ? "bf16" : "f32"},
+          {"indexer_quant", n.indexer_quant == IndexerQuant::fp4 ? "fp4" : "none"}};
+}
+
 }  // namespace dsv4

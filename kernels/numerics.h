@@ -1,6 +1,8 @@
 // The run config's `numerics:` options (MODEL.md "Project decisions", numeric options).
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace dsv4 {
 
@@ -19,5 +21,8 @@ struct Numerics {
 
 // Parses one option value; throws Error naming `numerics.<key>` on an unknown value.
 void set_numerics_option(Numerics& n, const std::string& key, const std::string& value);
+// Every option as (key, value) in set_numerics_option's spelling, in a fixed order: what
+// a boundary dump records and a stage replay compares (launcher/dump_manifest.h).
+std::vector<std::pair<std::string, std::string>> numerics_options(const Numerics& n);
 
 }  // namespace dsv4

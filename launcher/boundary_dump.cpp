@@ -53,6 +53,7 @@ void write_boundary_record(const std::string& dir, int rank, int n_ranks, LayerR
   out.push_back(i64("op_kind", {static_cast<int64_t>(hd.kind)}));
   out.push_back(i64("op_seq", {hd.seq}));
   out.push_back(i64("op_count", {hd.count}));
+  out.push_back(i64("op_pos", {hd.pos}));
   out.push_back(i64("layer_range", {layers.begin, layers.end}));
   out.push_back(i64("n_ranks", {n_ranks}));
   if (t_rows > 0) {
@@ -74,6 +75,8 @@ void write_boundary_record(const std::string& dir, int rank, int n_ranks, LayerR
     if (!rec.logits.empty())
       out.push_back(tensor("logits", DType::F32, {rows, config.vocab_size}, rec.logits));
   }
+  if (!rec.scores.empty())
+    out.push_back(tensor("scores", DType::F32, {static_cast<int64_t>(rec.scores.size())}, rec.scores));
   write_safetensors(boundary_file(dir, rank, rec.op_index, rec.outgoing), out);
 }
 
@@ -89,8 +92,7 @@ std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int r
   d.header.kind = static_cast<OpKind>(kind);
   d.header.seq = scalar(f, "op_seq");
   d.header.count = static_cast<int32_t>(scalar(f, "op_count"));
-  const auto positions = values<int64_t>(f, "positions", DType::I64);
-  d.header.pos = positions.empty() ? 0 : positions[0];
+  d.header.pos = scalar(f, "op_pos");
   for (int64_t id : values<int64_t>(f, "token_ids", DType::I64))
     d.header.ids.push_back(static_cast<int32_t>(id));
   const auto range = values<int64_t>(f, "layer_range", DType::I64);
@@ -100,6 +102,7 @@ std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int r
   d.h = values<float>(f, "h", DType::F32);
   d.taps = values<float>(f, "taps", DType::F32);
   d.logits = values<float>(f, "logits", DType::F32);
+  d.scores = values<float>(f, "scores", DType::F32);
   for (int64_t id : values<int64_t>(f, "argmax", DType::I64))
     d.argmax.push_back(static_cast<int32_t>(id));
   return d;

@@ -3,15 +3,19 @@
 //   h           F32 [T, hc, H]        hidden rows received / sent (when they cross)
 //   taps        F32 [T, n_targets, H] tap rows (drafter on)
 //   logits      F32 [rows, V]         head rank's send: the rows it scored
-//   argmax      I64 [rows]            head rank's send: their argmax
+//   argmax      I64 [rows]            head rank's send: their argmax (a proposal: its
+//                                     B + 1 ids, the head token first)
+//   scores      F32 [B]               head rank's send of a proposal: its confidences
 //   op_kind     I64 [1]               OpKind value (prefill 0, decode 1, ... stop 6)
 //   op_seq      I64 [1]               sequence id
 //   op_count    I64 [1]               commit count
+//   op_pos      I64 [1]               position of the first row (a commit's m0, a propose's m0)
 //   positions   I64 [T]               positions of the rows (absent when T = 0)
 //   token_ids   I64 [T]               the rows' token ids (absent when T = 0)
 //   layer_range I64 [2]               this rank's trunk layers [begin, end)
 //   n_ranks     I64 [1]               P of the run
 // Rank 0's recv file holds the header tensors only (its input is the token ids).
+// DIR/run.json holds the run settings a replay must share (launcher/dump_manifest.h).
 #pragma once
 #include <optional>
 #include <string>
@@ -24,7 +28,7 @@ namespace dsv4 {
 
 struct DumpedCrossing {
   OpHeader header;
-  std::vector<float> h, taps, logits;
+  std::vector<float> h, taps, logits, scores;
   std::vector<int32_t> argmax;
   LayerRange layers;
   int n_ranks = 1;

@@ -18,6 +18,7 @@
 #include "launcher/boundary_dump.h"
 #include "launcher/cli.h"
 #include "launcher/device_select.h"
+#include "launcher/dump_manifest.h"
 #include "launcher/fault_injection.h"
 #include "launcher/logits_dump.h"
 #include "launcher/placement_plan.h"
@@ -86,6 +87,8 @@ PipelineHooks make_hooks(const RunConfig& cfg, const RankRuntime& rt, int rank,
     std::error_code ec;
     std::filesystem::create_directories(cfg.dump_boundary, ec);  // ranks may race here
     const StageSpec spec = rt.stage->spec();
+    if (spec.first())
+      write_dump_manifest(cfg.dump_boundary, spec.n_ranks, replay_settings(cfg, rt.max_seq));
     const ModelConfig& mc = rt.ckpt->config();
     hooks.boundary = [dir = cfg.dump_boundary, spec, &mc](const BoundaryRecord& rec) {
       write_boundary_record(dir, spec.rank, spec.n_ranks, spec.layers, mc, rec);
