@@ -35,12 +35,8 @@
 #   }
 set -euo pipefail
 
-die() { echo "flash_decode.sh: $*" >&2; exit 2; }
-
-[ $# -ge 2 ] || die "usage: bench/flash_decode.sh BUILD_DIR OUT_DIR [--layers N] [--experts R] [--backend B] [--model DIR] [--np LIST] [--max-new M] [--prompt-len P] [--keep] [--stage-args \"A\"]"
-build=$(cd "$1" && pwd) || die "build dir $1 not found"
-mkdir -p "$2"
-out=$(cd "$2" && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+bench_dirs "bench/flash_decode.sh BUILD_DIR OUT_DIR [--layers N] [--experts R] [--backend B] [--model DIR] [--np LIST] [--max-new M] [--prompt-len P] [--keep] [--stage-args \"A\"]" "$@"
 shift 2
 
 layers=4 experts=nvfp4 backend=cuda model="" nps="" max_new=32 prompt_len=16 keep=0 stage_args=""
@@ -99,11 +95,7 @@ step_bytes=$(sed -n 's/^step_bytes \([0-9]*\)$/\1/p' <<<"$step_report")
 trunk_layers=$(sed -n 's/.*, \([0-9]*\) trunk layers, \([a-z0-9]*\) experts.*/\1/p' <<<"$step_report")
 experts=$(sed -n 's/.*, \([0-9]*\) trunk layers, \([a-z0-9]*\) experts.*/\2/p' <<<"$step_report")
 
-# The prompt: the first prompt_len of 16 fixed ids, all below the tiny model's V = 512.
-prompt=$(echo 17,4,99,250,3,42,7,311,8,64,128,5,77,19,2,401 | cut -d, -f1-"$prompt_len")
-# KV capacity: the sequence rounded up to 64, at least 256 (above Flash's window W = 128).
-max_seq=$(( (prompt_len + max_new + 63) / 64 * 64 ))
-[ "$max_seq" -ge 256 ] || max_seq=256
+bench_prompt  # prompt, max_seq (common.sh)
 
 floor_43=$(awk -v b="$step_bytes" 'BEGIN { printf "%.4f", b / 4.3e9 }')  # ms at 4.3 TB/s
 floor_48=$(awk -v b="$step_bytes" 'BEGIN { printf "%.4f", b / 4.8e9 }')  # ms at 4.8 TB/s
@@ -112,13 +104,7 @@ rows="" runs_json=""
 for np in $nps; do
   dir=$out/np$np
   rm -rf "$dir" && mkdir -p "$dir"
-  cat >"$dir/run.yaml" <<EOF
-model: $model
-backend: $backend
-transport: $transport
-placement: auto
-max_seq: $max_seq
-EOF
+  bench_run_yaml "$dir/run.yaml"
   echo "flash_decode.sh: -np $np, backend $backend, transport $transport, logs in $dir" >&2
   "$repo/scripts/mpirun.sh" -np "$np" "$stage" --config "$dir/run.yaml" --prompt-ids "$prompt" \
     --max-new "$max_new" --log-dir "$dir/logs" $stage_args >"$dir/stdout.txt" 2>"$dir/stderr.txt" ||

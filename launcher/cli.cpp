@@ -23,7 +23,11 @@ Run config keys (YAML; configs/README.md documents each):
   dump_boundary  every boundary payload as DIR/rank<r>_op<i>_<recv|send>.safetensors
   drafter        none (default) | dspark | replay:FILE[:corrupt=R1,R2,..]  speculative
                  decoding (greedy only); replay proposes a recorded run's tokens
-  spec_depth     verify depth cap, 0 = default (dspark_block_size + 1)
+  spec_depth     verify depth cap, 0 = default (dspark_block_size + 1), or auto: each
+                 round verifies the T maximizing expected tokens per unit time from the
+                 drafter's confidences and a cost table
+  spec_costs     with spec_depth auto: the cost table JSON (bench/spec_costs.sh writes it;
+                 default: built in, bench/README.md)
   stop_ids       [ids...] emitting one ends generation (it is printed, not consumed);
                  default none: run to max_new. [<eos_token_id> of config.json] stops at EOS
   profile_ops    true | false (default): time every op of the decode steps (synchronizing
@@ -52,8 +56,11 @@ cxxopts::Options make_options() {
     ("backend", "cpu | cuda (overrides backend:)", cxxopts::value<std::string>())
     ("drafter", "none | dspark | replay:FILE[:corrupt=R,..] (overrides drafter:)",
      cxxopts::value<std::string>())
-    ("spec-depth", "verify depth cap, 0 = block_size + 1 (overrides spec_depth:)",
-     cxxopts::value<int>())
+    ("spec-depth", "verify depth cap N (0 = block_size + 1), or auto: each round's depth from "
+     "the drafter's confidences and a cost table (overrides spec_depth:)",
+     cxxopts::value<std::string>())
+    ("spec-costs", "with --spec-depth auto: verify cost table JSON written by "
+     "bench/spec_costs.sh (default built in; overrides spec_costs:)", cxxopts::value<std::string>())
     ("stop-ids", "stop token ids, e.g. 1,2; --stop-ids <eos_token_id> stops at the model's EOS "
      "(overrides stop_ids:)", cxxopts::value<std::string>())
     ("spec-stats", "write the speculative round statistics JSON to FILE (rank 0)",
@@ -98,10 +105,8 @@ CliOptions parse_cli(int argc, char** argv) {
     cli.max_new = r["max-new"].as<int64_t>();
     if (*cli.max_new < 1) throw Error(cat("--max-new: ", *cli.max_new, " (must be >= 1)"));
   }
-  if (r.count("spec-depth")) {
-    cli.spec_depth = r["spec-depth"].as<int>();
-    if (*cli.spec_depth < 0) throw Error(cat("--spec-depth: ", *cli.spec_depth, " (must be >= 0)"));
-  }
+  if (r.count("spec-depth")) cli.spec_depth = parse_spec_depth(r["spec-depth"].as<std::string>(), "--spec-depth");
+  text("spec-costs", cli.spec_costs);
   cli.profile_ops = r.count("profile-ops") > 0;
   if (r.count("dump-logits")) cli.dump_logits = r["dump-logits"].as<std::string>();
   if (r.count("spec-stats")) cli.spec_stats = r["spec-stats"].as<std::string>();
@@ -125,6 +130,7 @@ void apply_cli(const CliOptions& cli, RunConfig& c) {
   if (cli.stop_ids) c.stop_ids = *cli.stop_ids;
   if (cli.max_new) c.max_new = *cli.max_new;
   if (cli.spec_depth) c.spec_depth = *cli.spec_depth;
+  if (cli.spec_costs) c.spec_costs = *cli.spec_costs;
   if (cli.profile_ops) c.profile_ops = true;
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/error.h"
+#include "model/json_file.h"
 
 namespace dsv4 {
 
@@ -18,7 +19,7 @@ ReplaySettings replay_settings(const RunConfig& c, int64_t max_seq) {
   for (const auto& [key, value] : numerics_options(c.numerics)) s.emplace_back("numerics." + key, value);
   s.emplace_back("max_seq", std::to_string(max_seq));
   s.emplace_back("drafter", c.drafter);
-  s.emplace_back("spec_depth", std::to_string(c.spec_depth));
+  s.emplace_back("spec_depth", spec_depth_name(c.spec_depth));
   return s;
 }
 
@@ -45,22 +46,16 @@ void write_dump_manifest(const std::string& dir, int n_ranks, const ReplaySettin
 
 ReplaySettings read_dump_manifest(const std::string& dir) {
   const std::string path = dump_manifest_file(dir);
-  std::ifstream f(path);
-  if (!f)
+  if (!std::filesystem::exists(path))
     throw Error(cat("--replay ", dir, ": no ", path, " (the run settings of the dump; was it "
                     "written by --dump-boundary of this build?)"));
-  nlohmann::ordered_json j;
-  try {
-    j = nlohmann::ordered_json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(cat(path, ": not JSON (", e.what(), ")"));
-  }
+  const nlohmann::ordered_json j = read_json_file(path, "boundary dump settings");
   if (!j.is_object() || j.value("format", "") != kFormat)
     throw Error(cat(path, ": \"format\" is not \"", kFormat, "\""));
-  if (!j.contains("settings") || !j["settings"].is_object())
+  if (!j.contains("settings") || !j.at("settings").is_object())
     throw Error(cat(path, ": no \"settings\" object"));
   ReplaySettings s;
-  for (const auto& [key, value] : j["settings"].items()) {
+  for (const auto& [key, value] : j.at("settings").items()) {
     if (!value.is_string()) throw Error(cat(path, ": settings.", key, " is not a string"));
     s.emplace_back(key, value.get<std::string>());
   }

@@ -182,9 +182,19 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
   req.keep_logits = !cli.dump_logits.empty();
   req.stop_ids = cfg.stop_ids;
   const bool speculative = cfg.drafter != "none";
-  if (speculative) {  // S3: fixed depth, default block_size + 1
+  const bool auto_depth = cfg.spec_depth == RunConfig::kSpecDepthAuto;
+  VerifyCosts costs;
+  if (speculative) {  // S3: fixed depth, default block_size + 1; or scheduled per round
     req.spec_tmax = rt.ckpt->config().dspark.block_size + 1;
     req.depth_cap = cfg.spec_depth > 0 ? cfg.spec_depth : req.spec_tmax;
+    if (auto_depth) {
+      costs = load_verify_costs(cfg.spec_costs);
+      if (costs.max_depth() < req.spec_tmax)
+        throw Error(cat("spec costs ", costs.source, ": verify_ms covers T = 1..",
+                        costs.max_depth(), ", the drafter verifies up to ", req.spec_tmax,
+                        " rows (dspark_block_size + 1)"));
+      req.auto_depth = &costs;
+    }
   }
   const GenerationResult res = coordinator.generate(req);
   coordinator.stop();
@@ -196,12 +206,14 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
     write_logits_json(cli.dump_logits, logits_json(req.prompt, res.tokens, res.logits));
   if (speculative) {
     const SpecSummary s = summarize(res);
+    const std::string depth =
+        auto_depth ? cat("auto, costs ", costs.source) : std::to_string(req.depth_cap);
     log.info("speculative ({}, depth {}): {} rounds ({} verified), {:.3f} accepted drafts per "
              "round, {:.3f} tokens per round, {:.1f} us per round, decode {:.1f} ms",
-             cfg.drafter, req.depth_cap, s.rounds, s.verify_rounds, s.accepts_per_round,
+             cfg.drafter, depth, s.rounds, s.verify_rounds, s.accepts_per_round,
              s.tokens_per_round, s.round_us, res.decode_ms);
     if (!cli.spec_stats.empty())
-      write_spec_stats(cli.spec_stats, spec_stats_json(cfg.drafter, req.depth_cap, res));
+      write_spec_stats(cli.spec_stats, spec_stats_json(cfg.drafter, auto_depth ? cfg.spec_depth : req.depth_cap, res));
     return;
   }
   const double per_token = res.decode_steps ? res.decode_ms / res.decode_steps : 0.0;

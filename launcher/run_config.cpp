@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "model/error.h"
+#include "stage/depth_schedule.h"
 #include "stage/replay_drafter.h"
 
 namespace dsv4 {
@@ -80,6 +81,18 @@ class Reader {
   std::string source_;
 };
 
+// The value of a text that is exactly one integer, else -1 (callers accept only >= 0).
+long long whole_integer(const std::string& text) {
+  size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    return -1;
+  }
+  return used == text.size() ? v : -1;
+}
+
 std::string resolve_path(const std::string& p, const std::string& base_dir) {
   const std::filesystem::path path(p);
   if (path.is_absolute() || base_dir.empty()) return path.lexically_normal().string();
@@ -150,7 +163,8 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     } else if (key == "log_dir") c.log_dir = resolve_path(rd.scalar(v, key), base_dir);
     else if (key == "dump_boundary") c.dump_boundary = resolve_path(rd.scalar(v, key), base_dir);
     else if (key == "drafter") c.drafter = rd.scalar(v, key);
-    else if (key == "spec_depth") c.spec_depth = static_cast<int>(rd.integer(v, key, 0));
+    else if (key == "spec_depth") c.spec_depth = parse_spec_depth(rd.scalar(v, key), rd.where(key));
+    else if (key == "spec_costs") c.spec_costs = resolve_path(rd.scalar(v, key), base_dir);
     else if (key == "stop_ids") {
       c.stop_ids.clear();
       for (int64_t id : rd.integers(v, key, 0)) c.stop_ids.push_back(static_cast<int32_t>(id));
@@ -159,7 +173,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     else
       throw Error(cat(rd.where(key), ": unknown key (known: model, backend, transport, "
                       "placement, max_seq, prompt_ids, max_new, numerics, devices, log_dir, "
-                      "dump_boundary, drafter, spec_depth, profile_ops, stop_ids)"));
+                      "dump_boundary, drafter, spec_depth, spec_costs, profile_ops, stop_ids)"));
   }
   return c;
 }
@@ -182,8 +196,29 @@ void check_run_config(const RunConfig& c) {
                       "' (allowed: none, dspark, replay:FILE)"));
     if (c.drafter != "dspark") parse_replay_spec(c.drafter.substr(kReplayPrefix.size()));  // names the culprit
   }
+  if (c.spec_depth == RunConfig::kSpecDepthAuto && c.drafter == "none")
+    throw Error("spec_depth: auto schedules the verify depth of speculative rounds and needs a "
+                "drafter (drafter: / --drafter)");
+  if (!c.spec_costs.empty()) {
+    if (c.spec_depth != RunConfig::kSpecDepthAuto)
+      throw Error(cat("spec_costs: ", c.spec_costs, " is only read with spec_depth: auto"));
+    read_verify_costs(c.spec_costs);  // names the file and the field
+  }
   if (c.effective_transport() == Transport::nccl && c.backend != Backend::cuda)
     throw Error("transport: nccl moves device memory and needs backend: cuda");
+}
+
+int parse_spec_depth(const std::string& text, const std::string& what) {
+  if (text == "auto") return RunConfig::kSpecDepthAuto;
+  const long long v = whole_integer(text);
+  if (v < 0 || v > INT32_MAX)
+    throw Error(cat(what, ": '", text, "' (allowed: auto, or a depth cap 0..", INT32_MAX,
+                    "; 0 = dspark_block_size + 1)"));
+  return static_cast<int>(v);
+}
+
+std::string spec_depth_name(int spec_depth) {
+  return spec_depth == RunConfig::kSpecDepthAuto ? "auto" : std::to_string(spec_depth);
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what) {
@@ -191,14 +226,8 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& w
   std::stringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
+    const long long v = whole_integer(item);
+    if (v < 0 || v > INT32_MAX)
       throw Error(cat(what, ": '", item, "' is not a token id (expected e.g. 1,2,3)"));
     ids.push_back(static_cast<int32_t>(v));
   }

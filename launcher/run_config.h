@@ -34,11 +34,13 @@ struct RunConfig {
   std::string log_dir;                      // "" : stderr only
   std::string dump_boundary;                // "" : no dumps
   std::string drafter = "none";             // none | dspark | replay:FILE (SPECDECODE.md)
-  int spec_depth = 0;                       // 0: default depth (S3)
+  int spec_depth = 0;                       // 0: default depth (S3); kSpecDepthAuto: auto
+  std::string spec_costs;                   // spec_depth auto: cost table ("" : built-in)
   std::vector<int32_t> stop_ids;            // SPECDECODE S6; empty: run to max_new
   bool profile_ops = false;                 // per-op decode timing table in each rank's log
 
   static constexpr int64_t kDefaultMaxSeq = 4096;
+  static constexpr int kSpecDepthAuto = -1;  // `spec_depth: auto` (stage/depth_schedule.h)
   Transport effective_transport() const {
     return transport.value_or(backend == Backend::cuda ? Transport::nccl : Transport::mpi);
   }
@@ -55,6 +57,11 @@ RunConfig load_run_config(const std::string& path);
 // Checks the combination of settings this build can run (drafter availability, devices
 // only with cuda, nccl only with cuda); throws Error naming the key or flag.
 void check_run_config(const RunConfig& c);
+
+// `spec_depth` / `--spec-depth`: "auto" (kSpecDepthAuto) or an integer >= 0; `what`
+// names the key or flag.
+int parse_spec_depth(const std::string& text, const std::string& what);
+std::string spec_depth_name(int spec_depth);  // "auto" or the number
 
 // Comma-separated integers ("1,2,3"), for --prompt-ids and --stop-ids; `what` names the flag.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what);

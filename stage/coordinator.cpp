@@ -122,6 +122,7 @@ GenerationResult Coordinator::generate(const GenerationRequest& req) {
     opt.p0 = static_cast<int64_t>(req.prompt.size());
     opt.n_new = req.max_new;
     opt.depth_cap = req.depth_cap;
+    opt.auto_depth = req.auto_depth;
     opt.tmax = req.spec_tmax;
     opt.stop_ids = req.stop_ids;
     const int32_t head = out.tokens.back();

@@ -17,6 +17,7 @@ struct GenerationRequest {
   bool keep_logits = false;     // return the logits row that chose each token
   int spec_tmax = 0;            // 0: plain greedy; else B + 1: speculative rounds (SPECDECODE §5)
   int depth_cap = 0;            // speculative: verify depth cap, <= 0 none (§5.2)
+  const VerifyCosts* auto_depth = nullptr;  // speculative: spec_depth auto (depth_schedule.h)
   std::vector<int32_t> stop_ids;  // S6: emitting one ends the run (it is not consumed)
 };
 

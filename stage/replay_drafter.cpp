@@ -1,19 +1,26 @@
 #include "stage/replay_drafter.h"
 
 #include <algorithm>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <cmath>
 #include <sstream>
 #include <string_view>
 
 #include "model/error.h"
+#include "model/json_file.h"
 
 namespace dsv4 {
 namespace {
 
-constexpr std::string_view kCorruptKey = "corrupt=";
+// Comma-separated items of an option value; each non-empty.
+std::vector<std::string> items(const std::string& value, char sep, const std::string& what) {
+  std::vector<std::string> out;
+  std::stringstream list(value);
+  for (std::string item; std::getline(list, item, sep);) out.push_back(item);
+  if (out.empty() || value.back() == sep) throw Error(cat(what, ": empty item in '", value, "'"));
+  return out;
+}
 
-int parse_index(const std::string& item, const std::string& text) {
+int parse_index(const std::string& item, const std::string& what) {
   size_t used = 0;
   int r = 0;
   try {
@@ -22,15 +29,46 @@ int parse_index(const std::string& item, const std::string& text) {
     used = 0;
   }
   if (item.empty() || used != item.size() || r < 1)
-    throw Error(cat("--drafter replay:", text, ": corrupt index '", item,
-                    "' is not a draft index >= 1"));
+    throw Error(cat(what, ": corrupt index '", item, "' is not a draft index >= 1"));
   return r;
 }
 
-void append_ids(const nlohmann::json& j, const char* key, const std::string& file,
+float parse_logit(const std::string& item, const std::string& what) {
+  size_t used = 0;
+  float v = NAN;
+  try {
+    v = std::stof(item, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (item.empty() || used != item.size() || !std::isfinite(v))
+    throw Error(cat(what, ": confidence '", item, "' is not a finite number"));
+  return v;
+}
+
+// Applies option key=value; false when `key` is not an option (then it is part of the file).
+bool apply_option(const std::string& key, const std::string& value, const std::string& what,
+                  ReplayScript& s) {
+  if (key == "corrupt") {
+    for (const std::string& item : items(value, ',', what)) s.corrupt.push_back(parse_index(item, what));
+    std::sort(s.corrupt.begin(), s.corrupt.end());
+    s.corrupt.erase(std::unique(s.corrupt.begin(), s.corrupt.end()), s.corrupt.end());
+  } else if (key == "confidence") {
+    for (const std::string& group : items(value, '/', what)) {
+      s.confidence.emplace_back();
+      for (const std::string& item : items(group, ',', what))
+        s.confidence.back().push_back(parse_logit(item, what));
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void append_ids(const nlohmann::ordered_json& j, const char* key, const std::string& file,
                 std::vector<int32_t>& out) {
   if (!j.contains(key)) return;
-  const nlohmann::json& a = j.at(key);
+  const nlohmann::ordered_json& a = j.at(key);
   if (!a.is_array()) throw Error(cat("replay file ", file, ": \"", key, "\" is not an array"));
   for (size_t i = 0; i < a.size(); ++i) {
     if (!a[i].is_number_integer())
@@ -42,30 +80,27 @@ void append_ids(const nlohmann::json& j, const char* key, const std::string& fil
 }  // namespace
 
 ReplaySpec parse_replay_spec(const std::string& text) {
+  const std::string what = cat("--drafter replay:", text);
   ReplaySpec s;
   s.file = text;
-  const size_t colon = text.rfind(':');
-  if (colon != std::string::npos && text.compare(colon + 1, kCorruptKey.size(), kCorruptKey) == 0) {
-    s.file = text.substr(0, colon);
-    std::stringstream list(text.substr(colon + 1 + kCorruptKey.size()));
-    for (std::string item; std::getline(list, item, ',');) s.corrupt.push_back(parse_index(item, text));
-    if (s.corrupt.empty()) throw Error(cat("--drafter replay:", text, ": empty corrupt list"));
-    std::sort(s.corrupt.begin(), s.corrupt.end());
-    s.corrupt.erase(std::unique(s.corrupt.begin(), s.corrupt.end()), s.corrupt.end());
+  std::vector<std::string> seen;
+  for (size_t colon = s.file.rfind(':'); colon != std::string::npos; colon = s.file.rfind(':')) {
+    const std::string option = s.file.substr(colon + 1);
+    const size_t eq = option.find('=');
+    if (eq == std::string::npos) break;
+    const std::string key = option.substr(0, eq);
+    if (std::count(seen.begin(), seen.end(), key))
+      throw Error(cat(what, ": option '", key, "' given twice"));
+    if (!apply_option(key, option.substr(eq + 1), what, s.script)) break;
+    seen.push_back(key);
+    s.file.resize(colon);
   }
-  if (s.file.empty()) throw Error(cat("--drafter replay:", text, ": no file named"));
+  if (s.file.empty()) throw Error(cat(what, ": no file named"));
   return s;
 }
 
 std::vector<int32_t> read_replay_tokens(const std::string& file) {
-  std::ifstream f(file);
-  if (!f) throw Error(cat("replay file ", file, ": cannot open"));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(cat("replay file ", file, ": not JSON (", e.what(), ")"));
-  }
+  const nlohmann::ordered_json j = read_json_file(file, "replay file");
   if (!j.is_object() || !j.contains("tokens"))
     throw Error(cat("replay file ", file, ": no \"tokens\" array"));
   std::vector<int32_t> seq;
@@ -74,24 +109,29 @@ std::vector<int32_t> read_replay_tokens(const std::string& file) {
   return seq;
 }
 
-ReplayDrafter::ReplayDrafter(std::vector<int32_t> sequence, std::vector<int> corrupt,
-                             int block_size, int64_t vocab, int32_t fallback)
-    : seq_(std::move(sequence)), corrupt_(std::move(corrupt)), B_(block_size), vocab_(vocab),
+ReplayDrafter::ReplayDrafter(std::vector<int32_t> sequence, ReplayScript script, int block_size,
+                             int64_t vocab, int32_t fallback)
+    : seq_(std::move(sequence)), script_(std::move(script)), B_(block_size), vocab_(vocab),
       fallback_(fallback) {
   if (B_ < 1) throw Error(cat("replay drafter: block size ", B_, " < 1"));
   for (size_t m = 0; m < seq_.size(); ++m)
     if (seq_[m] < 0 || seq_[m] >= vocab_)
       throw Error(cat("replay drafter: recorded token ", seq_[m], " at position ", m,
                       " outside [0, vocab_size ", vocab_, ")"));
-  for (int r : corrupt_)
+  for (int r : script_.corrupt)
     if (r < 1 || r > B_)
       throw Error(cat("replay drafter: corrupt index ", r, " outside [1, block size ", B_, "]"));
+  for (size_t k = 0; k < script_.confidence.size(); ++k)
+    if (static_cast<int>(script_.confidence[k].size()) != B_)
+      throw Error(cat("replay drafter: confidence group ", k + 1, " has ",
+                      script_.confidence[k].size(), " logits, a proposal has block size ", B_));
   if (fallback_ < 0 || fallback_ >= vocab_)
     throw Error(cat("replay drafter: fallback token ", fallback_, " outside [0, ", vocab_, ")"));
 }
 
 Proposal ReplayDrafter::propose(int32_t head, int64_t anchor) {
   if (anchor < 0) throw Error(cat("replay drafter: anchor ", anchor, " < 0"));
+  const int64_t k = proposals_++;
   Proposal p;
   p.out_ids.assign(B_ + 1, fallback_);
   p.out_ids[0] = head;
@@ -100,8 +140,10 @@ Proposal ReplayDrafter::propose(int32_t head, int64_t anchor) {
     const int64_t m = m0 + j;  // draft j is for position m0 + j
     if (m < static_cast<int64_t>(seq_.size())) p.out_ids[j] = seq_[m];
   }
-  for (int r : corrupt_) p.out_ids[r] = static_cast<int32_t>((p.out_ids[r] + 1) % vocab_);
-  p.confidence.assign(B_, 0.0f);
+  for (int r : script_.corrupt) p.out_ids[r] = static_cast<int32_t>((p.out_ids[r] + 1) % vocab_);
+  const auto& groups = script_.confidence;
+  p.confidence = groups.empty() ? std::vector<float>(B_, 0.0f)
+                                : groups[static_cast<size_t>(k) % groups.size()];
   return p;
 }
 

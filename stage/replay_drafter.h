@@ -5,11 +5,15 @@
 //   replay:FILE                      FILE is a --dump-logits JSON or {"tokens": [...]}
 //   replay:FILE:corrupt=R1,R2,...    draft index r (1-based, 1..B) of EVERY proposal is
 //                                    replaced by (recorded + 1) mod vocab
+//   replay:FILE:confidence=C1,..,CB[/C1,..,CB...]   the confidence logits of proposal k
+//                                    are group k mod (number of groups) (default all 0)
 //
-// The recorded sequence is the file's "prompt" (optional) followed by its "tokens";
-// entry m is the token at position m. The draft for position m is entry m; positions
-// past the recording draft the fallback token (the DSpark noise id). Confidence logits
-// are 0 (no model). Rings are not used: prime / write_rings do nothing.
+// Options follow the file, each after a ':', in any order, each at most once; they are
+// parsed from the right, so a file name may hold ':'. The recorded sequence is the
+// file's "prompt" (optional) followed by its "tokens"; entry m is the token at position
+// m. The draft for position m is entry m; positions past the recording draft the
+// fallback token (the DSpark noise id). Proposals are counted from the last reset() (a
+// new sequence). Rings are not used: prime / write_rings do nothing.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -22,9 +26,15 @@ namespace dsv4 {
 
 inline constexpr std::string_view kReplayPrefix = "replay:";  // --drafter replay:SPEC
 
+// What the replay drafter changes in its proposals.
+struct ReplayScript {
+  std::vector<int> corrupt;                    // 1-based draft indices, ascending, distinct
+  std::vector<std::vector<float>> confidence;  // per proposal k: group k mod size; empty: 0
+};
+
 struct ReplaySpec {
   std::string file;
-  std::vector<int> corrupt;   // 1-based draft indices, ascending, distinct
+  ReplayScript script;
 };
 
 // Parses the text after "replay:"; throws Error naming the culprit.
@@ -34,18 +44,19 @@ std::vector<int32_t> read_replay_tokens(const std::string& file);
 
 class ReplayDrafter final : public Drafter {
  public:
-  ReplayDrafter(std::vector<int32_t> sequence, std::vector<int> corrupt, int block_size,
+  ReplayDrafter(std::vector<int32_t> sequence, ReplayScript script, int block_size,
                 int64_t vocab, int32_t fallback);
 
   int block_size() const override { return B_; }
   void prime(const float*, int64_t) override {}
   void write_rings(const float*, int64_t, int) override {}
   Proposal propose(int32_t head, int64_t anchor) override;
-  void reset() override {}
+  void reset() override { proposals_ = 0; }
 
  private:
   std::vector<int32_t> seq_;
-  std::vector<int> corrupt_;
+  ReplayScript script_;
+  int64_t proposals_ = 0;
   int B_;
   int64_t vocab_;
   int32_t fallback_;

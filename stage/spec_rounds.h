@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "stage/depth_schedule.h"
 #include "stage/drafter.h"
 
 namespace dsv4 {
@@ -59,6 +60,9 @@ struct SpecOptions {
   int64_t n_new = 1;                // tokens to emit
   int depth_cap = 0;                // <= 0: none; else max(1, depth_cap) (§5.2)
   int tmax = 0;                     // B + 1
+  // spec_depth auto: each round's t_cap is scheduled_depth() of its proposal's confidences
+  // under the structural ceiling (stage/depth_schedule.h); null: the fixed depth_cap.
+  const VerifyCosts* auto_depth = nullptr;
   std::vector<int32_t> stop_ids;    // S6: generation ends after emitting one; empty: none
   // Called after every round's record is pushed (state checks in tests, logging).
   std::function<void(const SpecRound&, const SpecResult&)> on_round;

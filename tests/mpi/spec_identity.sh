@@ -51,4 +51,21 @@ for p in 1 2; do
   run "stop-replay-np$p" "$p" 7 --drafter "replay:$WORK/plain1.json" --stop-ids "$stop"
   same "stop-replay-np$p" stop-plain
 done
+# spec_depth auto: each round's depth from the confidences (DSpark's own, and scripted
+# replay confidences that pick T = 6, 1, 3 under the built-in table, then under the
+# measured CPU table); the tokens and logits stay those of plain greedy.
+conf="2.2,2.2,2.2,2.2,2.2/-4.6,-4.6,-4.6,-4.6,-4.6/2.9,2.9,-3.5,0,0"
+for p in 1 2; do
+  run "auto-dspark-np$p" "$p" 7 --drafter dspark --spec-depth auto --spec-stats "$WORK/auto$p.json"
+  same "auto-dspark-np$p" plain1
+  grep -q '"spec_depth": "auto"' "$WORK/auto$p.json" || fail "--spec-stats does not record spec_depth auto"
+  run "auto-replay-np$p" "$p" 7 --drafter "replay:$WORK/plain1.json:corrupt=4:confidence=$conf" \
+    --spec-depth auto --spec-stats "$WORK/auto-replay$p.json"
+  same "auto-replay-np$p" plain1
+  grep -q '"t_cap": 1,' "$WORK/auto-replay$p.json" || fail "no scheduled round of depth 1"
+  grep -q '"t_cap": 6,' "$WORK/auto-replay$p.json" || fail "no scheduled round of depth 6"
+  run "auto-costs-np$p" "$p" 7 --drafter "replay:$WORK/plain1.json:confidence=$conf" \
+    --spec-depth auto --spec-costs "$(dirname "$0")/../../bench/costs/tiny-cpu-np1.json"
+  same "auto-costs-np$p" plain1
+done
 echo "spec identity: DSpark and replay runs equal plain greedy for $i prompts, P = 1 and 2"

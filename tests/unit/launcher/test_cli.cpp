@@ -94,3 +94,17 @@ TEST_CASE("--stop-ids overrides stop_ids: and is refused by name") {
         std::string::npos);
   CHECK(help_text().find("--stop-ids") != std::string::npos);
 }
+
+TEST_CASE("--spec-depth auto | N and --spec-costs override the YAML; bad values name the flag") {
+  RunConfig c = parse_run_config("model: m\nspec_depth: 3\n", "run.yaml", "/cfg");
+  apply_cli(parse({"--config", "c", "--spec-depth", "auto", "--spec-costs", "costs.json"}), c);
+  CHECK(c.spec_depth == RunConfig::kSpecDepthAuto);
+  CHECK(c.spec_costs == "costs.json");
+  apply_cli(parse({"--config", "c", "--spec-depth", "2"}), c);
+  CHECK(c.spec_depth == 2);
+  CHECK(refusal({"--config", "c", "--spec-depth", "-3"}).find("--spec-depth: '-3' (allowed: auto") !=
+        std::string::npos);
+  CHECK(refusal({"--config", "c", "--spec-depth", "deep"}).find("--spec-depth: 'deep'") !=
+        std::string::npos);
+  CHECK(help_text().find("spec_costs") != std::string::npos);
+}

@@ -136,3 +136,31 @@ TEST_CASE("run config: stop_ids (SPECDECODE.md S6) default none, a list of ids, 
   CHECK(refusal("stop_ids: [3, -1]\n").find("stop_ids[1]: -1 is below") != std::string::npos);
   CHECK(refusal("stop_ids: 1\n").find("stop_ids: expected a list") != std::string::npos);
 }
+
+TEST_CASE("run config: spec_depth auto / N, spec_costs only with auto, both refused by key") {
+  CHECK(parse_run_config("spec_depth: auto\n", "run.yaml", "/cfg").spec_depth ==
+        RunConfig::kSpecDepthAuto);
+  CHECK(parse_run_config("spec_depth: 0\n", "run.yaml", "/cfg").spec_depth == 0);
+  CHECK(spec_depth_name(RunConfig::kSpecDepthAuto) == "auto");
+  CHECK(spec_depth_name(4) == "4");
+  CHECK(refusal("spec_depth: fast\n").find("run.yaml: spec_depth: 'fast' (allowed: auto") !=
+        std::string::npos);
+  CHECK(refusal("spec_depth: -1\n").find("spec_depth: '-1'") != std::string::npos);
+  CHECK(refusal("spec_depth: 4294967297\n").find("spec_depth: '4294967297'") != std::string::npos);
+  CHECK(parse_run_config("spec_costs: c.json\n", "run.yaml", "/cfg").spec_costs == "/cfg/c.json");
+  auto combination = [](const std::string& yaml) {
+    try {
+      check_run_config(parse_run_config(yaml, "run.yaml", "/cfg"));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(combination("model: m\nspec_depth: auto\n").find("spec_depth: auto schedules") !=
+        std::string::npos);
+  CHECK(combination("model: m\ndrafter: dspark\nspec_costs: /x.json\n")
+            .find("spec_costs: /x.json is only read with spec_depth: auto") != std::string::npos);
+  CHECK(combination("model: m\ndrafter: dspark\nspec_depth: auto\nspec_costs: /nonexistent.json\n")
+            .find("spec costs /nonexistent.json: cannot open") != std::string::npos);
+  CHECK(combination("model: m\ndrafter: dspark\nspec_depth: auto\n").empty());
+}

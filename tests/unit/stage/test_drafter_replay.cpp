@@ -24,10 +24,10 @@ std::string write_temp(const std::string& name, const std::string& text) {
 TEST_CASE("parse_replay_spec: file, optional corrupt list") {
   const ReplaySpec a = parse_replay_spec("/a/b:c.json");
   CHECK(a.file == "/a/b:c.json");  // a colon inside the path is kept
-  CHECK(a.corrupt.empty());
+  CHECK(a.script.corrupt.empty());
   const ReplaySpec b = parse_replay_spec("run.json:corrupt=3,1,3");
   CHECK(b.file == "run.json");
-  CHECK(b.corrupt == std::vector<int>{1, 3});
+  CHECK(b.script.corrupt == std::vector<int>{1, 3});
   CHECK_THROWS_WITH_AS(parse_replay_spec("run.json:corrupt=0"), doctest::Contains("'0'"), Error);
   CHECK_THROWS_WITH_AS(parse_replay_spec("run.json:corrupt=2x"), doctest::Contains("'2x'"), Error);
   CHECK_THROWS_WITH_AS(parse_replay_spec(":corrupt=2"), doctest::Contains("no file"), Error);
@@ -54,9 +54,9 @@ TEST_CASE("ReplayDrafter: draft j of anchor a is recorded token a + 1 + j, corru
   // Past the recording: the fallback token.
   CHECK(plain.propose(16, 5).out_ids == std::vector<int32_t>{16, 17, 19, 19});
 
-  ReplayDrafter bad(seq, {1, 3}, 3, 18, 0);
+  ReplayDrafter bad(seq, {{1, 3}, {}}, 3, 18, 0);
   CHECK(bad.propose(13, 2).out_ids == std::vector<int32_t>{13, 15, 15, 17});
   CHECK(bad.propose(16, 5).out_ids == std::vector<int32_t>{16, 0, 0, 1});  // (17 + 1) mod 18
-  CHECK_THROWS_WITH_AS(ReplayDrafter(seq, {4}, 3, 20, 0), doctest::Contains("corrupt index 4"), Error);
+  CHECK_THROWS_WITH_AS(ReplayDrafter(seq, {{4}, {}}, 3, 20, 0), doctest::Contains("corrupt index 4"), Error);
   CHECK_THROWS_WITH_AS(ReplayDrafter(seq, {}, 3, 12, 0), doctest::Contains("position 2"), Error);
 }

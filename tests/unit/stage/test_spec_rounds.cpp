@@ -4,11 +4,14 @@
 // plain sequential decode of the committed tokens; R-S7 rings vs a plain run writing a
 // ring row at every position), G8 forced rejection at every draft index, G9 budget
 // truncation and carry, G10 T = 1 rounds, the §5.5 accounting identities, and S6 stop
-// ids (the plain stream cut after its first stop id, the stop token not consumed).
+// ids (the plain stream cut after its first stop id, the stop token not consumed), and
+// spec_depth auto (each round's T from scripted confidences).
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "drafter_harness.h"
@@ -118,6 +121,8 @@ struct Case {
   bool replay = false;
   const std::vector<LayerRange>* ranges = &kOneStage;
   std::vector<int32_t> stop_ids;  // S6
+  std::vector<std::vector<float>> confidence;  // replay drafter: scripted confidences
+  const VerifyCosts* auto_depth = nullptr;     // spec_depth auto
 };
 
 // S6 in plain greedy: the stream up to and including its first stop id.
@@ -140,7 +145,7 @@ SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
   DraftRun spec(ckpt, ops, *k.ranges), ref(ckpt, ops, *k.ranges);
   std::vector<int32_t> recorded = k.prompt;
   recorded.insert(recorded.end(), full.begin(), full.end());
-  ReplayDrafter replay(recorded, k.corrupt, c.dspark.block_size, c.vocab_size,
+  ReplayDrafter replay(recorded, {k.corrupt, k.confidence}, c.dspark.block_size, c.vocab_size,
                        static_cast<int32_t>(c.dspark.noise_token_id));
   LocalEngine engine(spec, k.replay ? static_cast<Drafter&>(replay) : spec.drafter);
   const int32_t head = spec.start(k.prompt);
@@ -152,6 +157,7 @@ SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
   opt.depth_cap = k.depth_cap;
   opt.tmax = c.dspark.block_size + 1;
   opt.stop_ids = k.stop_ids;
+  opt.auto_depth = k.auto_depth;
   opt.on_round = [&](const SpecRound&, const SpecResult& so_far) {
     // The reference consumes the same committed tokens one plain step at a time (after
     // the final commit of a stopped run: every token but the stop).
@@ -360,4 +366,47 @@ TEST_CASE("S6 stop ids outside [0, V) are refused by key") {
   }
   req.stop_ids = {0, 63};
   CHECK_NOTHROW(check_admission(req, 16, 64));
+}
+
+// spec_depth auto (stage/depth_schedule.h) end to end: the replay drafter's scripted
+// confidence groups (proposal k uses group k mod 5) choose each round's t_cap by the
+// rule, whatever the drafts' fate; greedy identity and state identity hold after every
+// round at every chosen T (run_case), with full acceptance and with rejections.
+TEST_CASE("spec_depth auto: scripted confidences set each round's T by the rule; identity holds") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const ModelConfig& c = ckpt.config();
+  const VerifyCosts costs = builtin_verify_costs();
+  auto logit = [](double p) { return static_cast<float>(std::log(p / (1 - p))); };
+  auto all = [&](double p) { return std::vector<float>(c.dspark.block_size, logit(p)); };
+  // Under the built-in table (worked in test_depth_schedule.cpp): every draft at 0.9 ->
+  // T = 6, 0.5 -> 4, 0.05 -> 2, 0.01 -> 1; 0.95, 0.95, 0.03, 0.5, 0.5 -> 3.
+  const std::vector<std::vector<float>> groups{
+      all(0.9), all(0.5), all(0.05), all(0.01), {logit(0.95), logit(0.95), logit(0.03), 0, 0}};
+  const int expected[] = {6, 4, 2, 1, 3};
+  const auto ps = prompts(c.vocab_size);
+  for (const std::vector<int>& corrupt : {std::vector<int>{}, std::vector<int>{2}}) {
+    for (const auto& ranges : {&kOneStage, &kTwoStages}) {
+      Case k;
+      k.prompt = ps[corrupt.empty() ? 5 : 11];
+      k.n_new = 40;
+      k.replay = true;
+      k.corrupt = corrupt;
+      k.confidence = groups;
+      k.auto_depth = &costs;
+      k.ranges = ranges;
+      CAPTURE(corrupt.size());
+      const SpecResult r = run_case(ckpt, *ops, k);
+      std::set<int> depths;
+      for (size_t i = 0; i < r.rounds.size(); ++i) {
+        const SpecRound& rd = r.rounds[i];
+        if (rd.t_batch == 0) continue;
+        CAPTURE(i);
+        CHECK(rd.t_cap == expected[i % 5]);
+        depths.insert(rd.t_batch);
+        if (corrupt.empty()) CHECK(rd.accepts == rd.t_batch - 1);
+      }
+      CHECK(depths.size() >= 4);
+    }
+  }
 }
