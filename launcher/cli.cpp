@@ -21,8 +21,9 @@ Run config keys (YAML; configs/README.md documents each):
   devices        [gpu per rank] pins devices (backend cuda; default: local rank)
   log_dir        one log per rank, DIR/rank<r>.log
   dump_boundary  every boundary payload as DIR/rank<r>_op<i>_<recv|send>.safetensors
-  drafter        none (default) | dspark | replay:FILE[:corrupt=R1,R2,..]  speculative
-                 decoding (greedy only); replay proposes a recorded run's tokens
+  drafter        none (default) | dspark | replay:FILE[:corrupt=R1,R2,..|:accept_len=X]
+                 [:confidence=C1,..,CB/..]  speculative decoding (greedy only); replay
+                 proposes a recorded run's tokens (configs/README.md)
   spec_depth     verify depth cap, 0 = default (dspark_block_size + 1), or auto: each
                  round verifies the T maximizing expected tokens per unit time from the
                  drafter's confidences and a cost table
@@ -54,7 +55,8 @@ cxxopts::Options make_options() {
     ("replay", "boundary dump directory to replay (with --stage-only)",
      cxxopts::value<std::string>())
     ("backend", "cpu | cuda (overrides backend:)", cxxopts::value<std::string>())
-    ("drafter", "none | dspark | replay:FILE[:corrupt=R,..] (overrides drafter:)",
+    ("drafter", "none | dspark | replay:FILE[:corrupt=R,..|:accept_len=X][:confidence=..] "
+     "(overrides drafter:)",
      cxxopts::value<std::string>())
     ("spec-depth", "verify depth cap N (0 = block_size + 1), or auto: each round's depth from "
      "the drafter's confidences and a cost table (overrides spec_depth:)",

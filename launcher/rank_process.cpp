@@ -208,10 +208,14 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
     const SpecSummary s = summarize(res);
     const std::string depth =
         auto_depth ? cat("auto, costs ", costs.source) : std::to_string(req.depth_cap);
+    // Per generated token as plain decode counts it: the tokens after the prefill's.
+    const auto after_prefill = static_cast<int64_t>(res.tokens.size()) - 1;
     log.info("speculative ({}, depth {}): {} rounds ({} verified), {:.3f} accepted drafts per "
-             "round, {:.3f} tokens per round, {:.1f} us per round, decode {:.1f} ms",
-             cfg.drafter, depth, s.rounds, s.verify_rounds, s.accepts_per_round,
-             s.tokens_per_round, s.round_us, res.decode_ms);
+             "round, {:.3f} tokens per round, {:.1f} us per round, decode {:.3f} ms, {:.4f} "
+             "ms/token over {} tokens", cfg.drafter, depth, s.rounds, s.verify_rounds,
+             s.accepts_per_round, s.tokens_per_round, s.round_us, res.decode_ms,
+             after_prefill > 0 ? res.decode_ms / static_cast<double>(after_prefill) : 0.0,
+             after_prefill);
     if (!cli.spec_stats.empty())
       write_spec_stats(cli.spec_stats, spec_stats_json(cfg.drafter, auto_depth ? cfg.spec_depth : req.depth_cap, res));
     return;

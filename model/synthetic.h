@@ -25,6 +25,7 @@ struct SyntheticOptions {
   ExpertRecipe drafter_experts = ExpertRecipe::mxfp4;  // §6.1
   ShardLayout layout = ShardLayout::compact;
   int threads = 0;                                     // encoder threads; 0 = all cores
+  int drafter_blocks = -1;  // mtp.* blocks written: -1 = the config's (CensusOptions)
   std::function<void(const std::string&)> progress;    // one line per shard written (optional)
 };
 

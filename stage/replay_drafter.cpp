@@ -46,6 +46,22 @@ float parse_logit(const std::string& item, const std::string& what) {
   return v;
 }
 
+// A decimal >= 1 with at most 3 decimals ("2.8"), as thousandths (2800).
+int64_t parse_milli(const std::string& value, const std::string& what) {
+  const size_t dot = value.find('.');
+  const std::string whole = value.substr(0, dot);
+  const std::string frac = dot == std::string::npos ? "" : value.substr(dot + 1);
+  auto digits = [](const std::string& t) {
+    return std::all_of(t.begin(), t.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  };
+  if (whole.empty() || whole.size() > 6 || !digits(whole) || frac.size() > 3 || !digits(frac) ||
+      (dot != std::string::npos && frac.empty()))
+    throw Error(cat(what, ": accept_len '", value, "' is not a number with at most 3 decimals"));
+  const int64_t milli = std::stoll(whole) * 1000 + std::stoll((frac + "000").substr(0, 3));
+  if (milli < 1000) throw Error(cat(what, ": accept_len ", value, " < 1 (a round emits >= 1 token)"));
+  return milli;
+}
+
 // Applies option key=value; false when `key` is not an option (then it is part of the file).
 bool apply_option(const std::string& key, const std::string& value, const std::string& what,
                   ReplayScript& s) {
@@ -59,6 +75,8 @@ bool apply_option(const std::string& key, const std::string& value, const std::s
       for (const std::string& item : items(group, ',', what))
         s.confidence.back().push_back(parse_logit(item, what));
     }
+  } else if (key == "accept_len") {
+    s.accept_len_milli = parse_milli(value, what);
   } else {
     return false;
   }
@@ -96,6 +114,8 @@ ReplaySpec parse_replay_spec(const std::string& text) {
     s.file.resize(colon);
   }
   if (s.file.empty()) throw Error(cat(what, ": no file named"));
+  if (s.script.accept_len_milli && !s.script.corrupt.empty())
+    throw Error(cat(what, ": corrupt and accept_len both choose the rejected drafts; give one"));
   return s;
 }
 
@@ -125,6 +145,9 @@ ReplayDrafter::ReplayDrafter(std::vector<int32_t> sequence, ReplayScript script,
     if (static_cast<int>(script_.confidence[k].size()) != B_)
       throw Error(cat("replay drafter: confidence group ", k + 1, " has ",
                       script_.confidence[k].size(), " logits, a proposal has block size ", B_));
+  if (script_.accept_len_milli > 1000 * static_cast<int64_t>(B_ + 1))
+    throw Error(cat("replay drafter: accept_len ", script_.accept_len_milli / 1000.0,
+                    " exceeds block size + 1 = ", B_ + 1, " tokens per round"));
   if (fallback_ < 0 || fallback_ >= vocab_)
     throw Error(cat("replay drafter: fallback token ", fallback_, " outside [0, ", vocab_, ")"));
 }
@@ -140,7 +163,12 @@ Proposal ReplayDrafter::propose(int32_t head, int64_t anchor) {
     const int64_t m = m0 + j;  // draft j is for position m0 + j
     if (m < static_cast<int64_t>(seq_.size())) p.out_ids[j] = seq_[m];
   }
-  for (int r : script_.corrupt) p.out_ids[r] = static_cast<int32_t>((p.out_ids[r] + 1) % vocab_);
+  std::vector<int> corrupt = script_.corrupt;
+  if (const int64_t x = script_.accept_len_milli) {  // L_k = floor((k+1) X) - floor(k X)
+    const int L = static_cast<int>((k + 1) * x / 1000 - k * x / 1000);
+    if (L <= B_) corrupt = {L};
+  }
+  for (int r : corrupt) p.out_ids[r] = static_cast<int32_t>((p.out_ids[r] + 1) % vocab_);
   const auto& groups = script_.confidence;
   p.confidence = groups.empty() ? std::vector<float>(B_, 0.0f)
                                 : groups[static_cast<size_t>(k) % groups.size()];

@@ -1,12 +1,18 @@
 // The replay drafter (issue 6 item 4): proposes the tokens of a recorded plain greedy
 // run, optionally corrupted at chosen draft indices, so identity tests reach full
-// acceptance and a rejection at every index. Selected by `--drafter replay:SPEC`:
+// acceptance and a rejection at every index, and benchmarks a controlled acceptance
+// length (issue 15). Selected by `--drafter replay:SPEC`:
 //
 //   replay:FILE                      FILE is a --dump-logits JSON or {"tokens": [...]}
 //   replay:FILE:corrupt=R1,R2,...    draft index r (1-based, 1..B) of EVERY proposal is
 //                                    replaced by (recorded + 1) mod vocab
 //   replay:FILE:confidence=C1,..,CB[/C1,..,CB...]   the confidence logits of proposal k
 //                                    are group k mod (number of groups) (default all 0)
+//   replay:FILE:accept_len=X         X in [1, B + 1], up to 3 decimals: proposal k is
+//                                    corrupted at draft index L_k = floor((k+1) X) -
+//                                    floor(k X) (none when L_k = B + 1), so a round at full
+//                                    depth emits L_k tokens and the mean over any n
+//                                    consecutive rounds is within 1/n of X (not with corrupt)
 //
 // Options follow the file, each after a ':', in any order, each at most once; they are
 // parsed from the right, so a file name may hold ':'. The recorded sequence is the
@@ -30,6 +36,7 @@ inline constexpr std::string_view kReplayPrefix = "replay:";  // --drafter repla
 struct ReplayScript {
   std::vector<int> corrupt;                    // 1-based draft indices, ascending, distinct
   std::vector<std::vector<float>> confidence;  // per proposal k: group k mod size; empty: 0
+  int64_t accept_len_milli = 0;                // accept_len X as round(1000 X); 0: unset
 };
 
 struct ReplaySpec {

@@ -14,6 +14,7 @@
 #include "launcher/dump_manifest.h"
 #include "launcher/logits_dump.h"
 #include "model/error.h"
+#include "tests/unit/model/error_text.h"
 
 using namespace dsv4;
 
@@ -167,12 +168,7 @@ TEST_CASE("dump run.json: the settings round trip; a replay with another value i
   CHECK_NOTHROW(check_replay_settings(dir, back, dumped));
 
   auto refusal = [&](const ReplaySettings& here) {
-    try {
-      check_replay_settings(dir, back, here);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return test::error_text([&] { check_replay_settings(dir, back, here); });
   };
   RunConfig other = run;
   set_numerics_option(other.numerics, "kv_quant", "clamp");

@@ -13,6 +13,7 @@
 
 #include "model/error.h"
 #include "stage/depth_schedule.h"
+#include "tests/unit/model/error_text.h"
 
 using namespace dsv4;
 
@@ -136,12 +137,7 @@ TEST_CASE("read_verify_costs: the bench's format; bad files are refused by field
   CHECK(load_verify_costs("").source == "built-in");
   CHECK(load_verify_costs("").max_depth() == 16);
   auto refusal = [](const std::string& name, const std::string& text) {
-    try {
-      read_verify_costs(write_temp(name, text));
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return test::error_text([&] { read_verify_costs(write_temp(name, text)); });
   };
   CHECK(refusal("dsv4_costs_f.json", R"({"format": "x", "propose_ms": 0})").find("\"format\"") !=
         std::string::npos);

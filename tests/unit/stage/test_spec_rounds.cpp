@@ -122,6 +122,7 @@ struct Case {
   const std::vector<LayerRange>* ranges = &kOneStage;
   std::vector<int32_t> stop_ids;  // S6
   std::vector<std::vector<float>> confidence;  // replay drafter: scripted confidences
+  int64_t accept_len_milli = 0;                // replay drafter: scripted acceptance length
   const VerifyCosts* auto_depth = nullptr;     // spec_depth auto
 };
 
@@ -145,7 +146,7 @@ SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
   DraftRun spec(ckpt, ops, *k.ranges), ref(ckpt, ops, *k.ranges);
   std::vector<int32_t> recorded = k.prompt;
   recorded.insert(recorded.end(), full.begin(), full.end());
-  ReplayDrafter replay(recorded, {k.corrupt, k.confidence}, c.dspark.block_size, c.vocab_size,
+  ReplayDrafter replay(recorded, {k.corrupt, k.confidence, k.accept_len_milli}, c.dspark.block_size, c.vocab_size,
                        static_cast<int32_t>(c.dspark.noise_token_id));
   LocalEngine engine(spec, k.replay ? static_cast<Drafter&>(replay) : spec.drafter);
   const int32_t head = spec.start(k.prompt);
@@ -408,5 +409,34 @@ TEST_CASE("spec_depth auto: scripted confidences set each round's T by the rule;
       }
       CHECK(depths.size() >= 4);
     }
+  }
+}
+
+// Part 4 of issue 15: the replay drafter's accept_len X gives rounds of floor(X) or
+// ceil(X) emitted tokens whose mean over the full-depth rounds is within 1 / n of X,
+// with greedy and state identity (run_case), for the bands 2.8, 3.5 and 5.7.
+TEST_CASE("replay accept_len 2.8, 3.5, 5.7: mean tokens per round at full depth; identity holds") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const ModelConfig& c = ckpt.config();
+  const auto ps = prompts(c.vocab_size);
+  for (const int64_t milli : {2800, 3500, 5700}) {
+    Case k;
+    k.prompt = ps[3];  // 5 tokens
+    k.n_new = kMaxSeq - 5;
+    k.replay = true;
+    k.accept_len_milli = milli;
+    k.ranges = milli == 3500 ? &kTwoStages : &kOneStage;
+    CAPTURE(milli);
+    const SpecResult r = run_case(ckpt, *ops, k);
+    int full = 0, emitted = 0;
+    for (const SpecRound& rd : r.rounds) {
+      if (rd.t_batch == 0 || rd.t_batch < rd.t_cap) continue;  // budget-truncated
+      CHECK((rd.emitted == milli / 1000 || rd.emitted == (milli + 999) / 1000));
+      ++full;
+      emitted += rd.emitted;
+    }
+    REQUIRE(full >= 8);
+    CHECK(std::abs(1000.0 * emitted / full - static_cast<double>(milli)) <= 1000.0 / full);
   }
 }
