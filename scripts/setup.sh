@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libyaml-cpp-dev
-          libcxxopts-dev doctest-dev nlohmann-json3-dev libspdlog-dev)
+          libcxxopts-dev doctest-dev nlohmann-json3-dev libspdlog-dev
+          libboost-dev)  # libboost-dev: Boost.Math chi-square (spec sampling test)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -28,47 +28,6 @@ namespace {
 const std::vector<LayerRange> kOneStage{{0, 7}};
 const std::vector<LayerRange> kTwoStages{{0, 4}, {4, 7}};
 
-// The engine of one sequence in process: verify / commit on every stage of a DraftRun,
-// ring rows of committed positions in its DSpark drafter; proposals from `proposer`
-// (the DSpark drafter itself, or a replay drafter).
-class LocalEngine final : public SpecEngine {
- public:
-  LocalEngine(DraftRun& run, Drafter& proposer) : run_(run), proposer_(proposer) {}
-  Proposal propose(int32_t head, int64_t anchor) override {
-    ++proposals;
-    return proposer_.propose(head, anchor);
-  }
-  std::vector<int32_t> verify(const std::vector<int32_t>& x) override {
-    m0_ = run_.pipe.last().pos();
-    const std::vector<float> logits = run_.pipe.verify(x);
-    std::vector<int32_t> a(x.size());
-    run_.ops.argmax(logits.data(), static_cast<int>(x.size()), run_.cfg.vocab_size, a.data());
-    return a;
-  }
-  void commit(int n) override {
-    run_.pipe.commit(n);
-    run_.drafter.write_rings(run_.tap_rows(n), m0_, n);
-  }
-  size_t proposals = 0;
-
- private:
-  DraftRun& run_;
-  Drafter& proposer_;
-  int64_t m0_ = 0;
-};
-
-// Plain greedy (§6.1): the prefill argmax, then n_new - 1 single-row decode steps.
-std::vector<int32_t> plain_greedy(DraftRun& run, const std::vector<int32_t>& prompt, int64_t n_new) {
-  std::vector<int32_t> out{run.start(prompt)};
-  while (static_cast<int64_t>(out.size()) < n_new) {
-    const std::vector<float> logits = run.pipe.decode(out.back());
-    int32_t t = 0;
-    run.ops.argmax(logits.data(), 1, run.cfg.vocab_size, &t);
-    out.push_back(t);
-  }
-  return out;
-}
-
 // §5.5 accounting identities of a finished run; S6: a run that stopped at an accepted
 // draft x[j] records emitted = j + 1 <= 1 + accepts in its last round, one that stopped at
 // a head token (a round's `next` or the prefill argmax) has no record for it.
@@ -140,7 +99,7 @@ SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
   const ModelConfig& c = ckpt.config();
   const int64_t p0 = static_cast<int64_t>(k.prompt.size());
   DraftRun greedy(ckpt, ops, *k.ranges);
-  const std::vector<int32_t> full = plain_greedy(greedy, k.prompt, k.n_new);
+  const std::vector<int32_t> full = plain_stream(greedy, k.prompt, k.n_new);
   const std::vector<int32_t> expect = cut_at_stop(full, k.stop_ids);
 
   DraftRun spec(ckpt, ops, *k.ranges), ref(ckpt, ops, *k.ranges);
