@@ -266,6 +266,7 @@ void apply_cli(const CliOptions& cli, RunConfig& c) {
   if (cli.thinking) c.thinking = true;
   if (cli.ignore_eos) c.ignore_eos = true;
   if (cli.serve) {  // prompts come from requests; a config's prompt is not the server's
+    c.serve = true;
     c.prompt_ids.clear();
     c.prompt.clear();
   }

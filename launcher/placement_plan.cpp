@@ -26,17 +26,24 @@ PlacementBytes placement_bytes(const Checkpoint& ckpt, bool drafter) {
   const int n_layers = config.num_hidden_layers;  // L
   PlacementBytes out;
   out.layers.assign(static_cast<size_t>(n_layers), 0);
+  out.layer_classes.resize(static_cast<size_t>(n_layers));
+  auto to_last = [&](const CensusEntry& e) {
+    out.last += e.bytes();
+    out.last_classes[e.cls] += e.bytes();
+  };
   for (const CensusEntry& e : tensor_census(config, opt)) {
     const uint64_t b = e.bytes();
     if (e.name == "embed.weight") {
       out.first += b;
-      if (drafter) out.last += b;  // the head rank's own copy for draft rows (S10)
+      out.first_classes[e.cls] += b;
+      if (drafter) to_last(e);  // the head rank's own copy for draft rows (S10)
     } else if (e.layer_id >= 0 && e.layer_id < n_layers) {
       out.layers[static_cast<size_t>(e.layer_id)] += b;
+      out.layer_classes[static_cast<size_t>(e.layer_id)][e.cls] += b;
     } else if (e.layer_id >= n_layers || e.cls == ByteClass::drafter_extra) {
-      if (drafter) out.last += b;
+      if (drafter) to_last(e);
     } else {
-      out.last += b;  // head.weight, norm.weight, hc_head_*
+      to_last(e);  // head.weight, norm.weight, hc_head_*
     }
   }
   return out;

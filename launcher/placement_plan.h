@@ -4,8 +4,10 @@
 // checkpoint's config and index alone (no shard is opened).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <vector>
 
+#include "model/census.h"
 #include "model/checkpoint.h"
 #include "model/placement.h"
 
@@ -15,6 +17,9 @@ struct PlacementBytes {
   std::vector<uint64_t> layers;  // resident bytes of trunk layer l
   uint64_t first = 0;            // rank 0's extras: embed.weight
   uint64_t last = 0;             // rank P-1's: head, norm, hc_head_* (+ drafter, its embed copy)
+  // The same bytes by census class (the rank logs its resident bytes by class).
+  std::vector<std::map<ByteClass, uint64_t>> layer_classes;
+  std::map<ByteClass, uint64_t> first_classes, last_classes;
 };
 
 // From the census of the checkpoint's config with the recipes its index names (C1).

@@ -223,6 +223,7 @@ void load_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank, RankRuntim
   log->info("memory: weights {:.3f} GB by the census of this rank's placement, {:.3f} GB free before "
             "load, {:.3f} GB after{}", need / 1e9, free_before / 1e9, free_after / 1e9,
             rt.ckpt->synthetic() ? cat(", generated in ", rt.ckpt->weight_memory()->name()) : std::string());
+  log->info("weights by class: {}", stage_bytes_by_class(rt.bytes, mine, rank == 0, rank == size - 1));
 
   rt.device = device;
 }

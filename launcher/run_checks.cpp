@@ -9,7 +9,10 @@ void check_run_against_model(const RunConfig& c, const Checkpoint& ckpt) {
   const ModelConfig& mc = ckpt.config();
   const int64_t max_seq = c.effective_max_seq(mc.max_position_embeddings);
   GenerationRequest req;
-  req.prompt = c.prompt_ids;
+  // A text run or the server has no ids yet (its prompts are checked once tokenized):
+  // one placeholder id keeps the other checks (stop ids, max_new against max_seq).
+  const bool ids_later = !c.prompt.empty() || c.serve;
+  req.prompt = ids_later ? std::vector<int32_t>{0} : c.prompt_ids;
   req.max_new = c.max_new;
   req.stop_ids = c.stop_ids;
   try {

@@ -64,6 +64,7 @@ struct RunConfig {
   SamplingParams sampling;                  // temperature (0 greedy), top_k, top_p, min_p, seed
   bool seed_set = false;                    // seed given; else rank 0 draws one and logs it
   int64_t max_prompt = 0;                   // text / serve: longest prompt, 0 = max_seq
+  bool serve = false;                       // --serve: prompts come from requests
 
   static constexpr int64_t kDefaultMaxSeq = 4096;
   // comm/liveness.h: heartbeats run beside the work (loads and prefills keep beating),

@@ -27,6 +27,19 @@ uint64_t stage_weight_bytes(const PlacementBytes& b, LayerRange r, bool first, b
   return n;
 }
 
+std::string stage_bytes_by_class(const PlacementBytes& b, LayerRange r, bool first, bool last) {
+  std::map<ByteClass, uint64_t> sum;
+  auto add = [&](const std::map<ByteClass, uint64_t>& m) {
+    for (const auto& [cls, n] : m) sum[cls] += n;
+  };
+  if (first) add(b.first_classes);
+  if (last) add(b.last_classes);
+  for (int l = r.begin; l < r.end; ++l) add(b.layer_classes.at(static_cast<size_t>(l)));
+  std::string out;
+  for (const auto& [cls, n] : sum) out += cat(out.empty() ? "" : ", ", byte_class_name(cls), " ", n, " B");
+  return out;
+}
+
 uint64_t refuse_unless_fits(Ops& ops, uint64_t need, int rank, LayerRange r) {
   const uint64_t free_b = ops.make_weight_memory()->free_bytes();
   if (need > free_b)

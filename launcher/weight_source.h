@@ -18,6 +18,8 @@ void attach_backend_memory(Checkpoint& ckpt, Ops& ops);
 
 // The census bytes of a stage's weights (its layers, plus the first / last rank's extras).
 uint64_t stage_weight_bytes(const PlacementBytes& b, LayerRange r, bool first, bool last);
+// The same bytes by census class, as "class N B, ..." for the rank's log.
+std::string stage_bytes_by_class(const PlacementBytes& b, LayerRange r, bool first, bool last);
 // Refuses, before anything is loaded or generated, a stage whose weights do not fit the
 // backend's free memory; returns the free bytes.
 uint64_t refuse_unless_fits(Ops& ops, uint64_t need, int rank, LayerRange r);

@@ -10,6 +10,9 @@
 
 namespace dsv4 {
 
+bool pre_tokenizer_available() { return true; }
+
+
 struct PreTokenizer::Impl {
   std::vector<std::unique_ptr<icu::RegexPattern>> splits;  // applied in order
 };

@@ -13,6 +13,9 @@
 
 namespace dsv4 {
 
+// False in a build without ICU (model/no_icu), where constructing one throws.
+bool pre_tokenizer_available();
+
 class PreTokenizer {
  public:
   // `spec` is tokenizer.json's "pre_tokenizer"; `where` names the file in errors.

@@ -1,5 +1,6 @@
 // Synthetic checkpoint writer (CHECKPOINT.md §3.8 "Synthetic values", §6.1, §1.1).
 #include "model/synthetic.h"
+#include "model/pre_tokenizer.h"
 #include "model/tiny_tokenizer.h"
 
 #include <algorithm>
@@ -125,7 +126,10 @@ void write_synthetic_checkpoint(const ModelConfig& c, const std::string& dir,
   index["weight_map"] = weight_map;
   write_text(fs::path(dir) / "model.safetensors.index.json", index.dump(2) + "\n");
   write_text(fs::path(dir) / "config.json", model_config_json(c));
-  if (o.tokenizer) {
+  if (o.tokenizer && !pre_tokenizer_available() && o.progress)
+    o.progress("no tokenizer written: this build has no ICU (the tiny tokenizer's merges are "
+               "learned with the pre-tokenizer); token-id runs are unaffected");
+  if (o.tokenizer && pre_tokenizer_available()) {
     write_text(fs::path(dir) / "tokenizer.json", tiny_tokenizer_json(c).dump() + "\n");
     write_text(fs::path(dir) / "tokenizer_config.json", tiny_tokenizer_config_json(c).dump(2) + "\n");
   }

@@ -4,5 +4,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDSV4_CUDA="${DSV4_CUDA:-OFF}" "$@" >&2
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDSV4_CUDA="${DSV4_CUDA:-OFF}" \
+  -DDSV4_REQUIRE_TEXT=ON "$@" >&2
 cmake --build "$build" -j"$(nproc)" >&2

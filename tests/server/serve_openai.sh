@@ -49,7 +49,7 @@ status=0
 
 # SIGTERM to rank 0 (as a service manager sends it) drains and stops every rank, exit 0.
 # (mpirun forwards a SIGTERM sent to itself the same way, but then exits 1 by its rules.)
-rank0_pid=$(sed -n 's/.*\[debug\] pid \([0-9]*\)$/\1/p' "$work/logs/rank0.log")
+rank0_pid=$(sed -n 's/.* pid \([0-9]*\)$/\1/p' "$work/logs/rank0.log" | head -n 1)
 [ -n "$rank0_pid" ] || { echo "FAIL no pid in $work/logs/rank0.log"; exit 1; }
 kill -TERM "$rank0_pid"
 for _ in $(seq 1 150); do kill -0 "$mpirun_pid" 2>/dev/null || break; sleep 0.2; done
