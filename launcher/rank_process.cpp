@@ -283,7 +283,9 @@ struct SpecDepthPlan {
     depth_cap = cap;
     auto_depth = costs ? &*costs : nullptr;
   }
-  std::string name() const { return costs ? cat("auto, costs ", costs->source) : std::to_string(cap); }
+  std::string name() const {
+    return costs ? cat("auto, costs ", costs->source) : std::to_string(cap);
+  }
 };
 
 SpecDepthPlan plan_spec_depth(const RunConfig& cfg, const ModelConfig& mc) {
@@ -360,7 +362,8 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
              after_prefill > 0 ? res.decode_ms / static_cast<double>(after_prefill) : 0.0,
              after_prefill);
     if (!cli.spec_stats.empty())
-      write_spec_stats(cli.spec_stats, spec_stats_json(cfg.drafter, depth.costs ? cfg.spec_depth : req.depth_cap, res));
+      write_spec_stats(cli.spec_stats,
+                       spec_stats_json(cfg.drafter, depth.costs ? cfg.spec_depth : req.depth_cap, res));
     return;
   }
   const double per_token = res.decode_steps ? res.decode_ms / res.decode_steps : 0.0;
