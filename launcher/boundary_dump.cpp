@@ -57,6 +57,7 @@ void write_boundary_record(const std::string& dir, int rank, int n_ranks, LayerR
   out.push_back(i64("op_kind", {static_cast<int64_t>(hd.kind)}));
   out.push_back(i64("op_seq", {hd.seq}));
   out.push_back(i64("op_count", {hd.count}));
+  out.push_back(i64("op_pos", {hd.pos}));
   out.push_back(i64("layer_range", {layers.begin, layers.end}));
   out.push_back(i64("n_ranks", {n_ranks}));
   if (t_rows > 0) {
@@ -78,6 +79,8 @@ void write_boundary_record(const std::string& dir, int rank, int n_ranks, LayerR
     if (!rec.logits.empty())
       out.push_back(tensor("logits", DType::F32, {rows, config.vocab_size}, rec.logits));
   }
+  if (!rec.scores.empty())
+    out.push_back(tensor("scores", DType::F32, {static_cast<int64_t>(rec.scores.size())}, rec.scores));
   const std::string path = boundary_file(dir, rank, rec.op_index, rec.outgoing);
   const std::string temp = begin_partial_output(path);
   try {
@@ -145,15 +148,15 @@ std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int r
   d.header.kind = static_cast<OpKind>(kind);
   d.header.seq = scalar(f, "op_seq");
   d.header.count = static_cast<int32_t>(field("op_count", scalar(f, "op_count"), 0, INT32_MAX));
+  d.header.pos = field("op_pos", scalar(f, "op_pos"), 0, INT32_MAX);
   const auto positions = values<int64_t>(f, "positions", DType::I64);
   const auto ids = values<int64_t>(f, "token_ids", DType::I64);
   if (positions.size() != ids.size())
     throw Error(cat(path, ": ", positions.size(), " positions but ", ids.size(), " token_ids"));
-  d.header.pos = positions.empty() ? 0 : field("positions", positions[0], 0, INT32_MAX);
-  for (size_t i = 1; i < positions.size(); ++i)
-    if (positions[i] != positions[0] + static_cast<int64_t>(i))
+  for (size_t i = 0; i < positions.size(); ++i)
+    if (positions[i] != d.header.pos + static_cast<int64_t>(i))
       throw Error(cat(path, ": tensor positions: entry ", i, " is ", positions[i], ", expected ",
-                      positions[0] + static_cast<int64_t>(i), " (rows are consecutive)"));
+                      d.header.pos + static_cast<int64_t>(i), " (rows are consecutive from op_pos)"));
   for (int64_t id : ids) d.header.ids.push_back(static_cast<int32_t>(field("token_ids", id, 0, INT32_MAX)));
   const auto range = values<int64_t>(f, "layer_range", DType::I64);
   if (range.size() != 2) throw Error(cat(path, ": layer_range missing or not [2]"));
@@ -163,6 +166,7 @@ std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int r
   d.h = values<float>(f, "h", DType::F32);
   d.taps = values<float>(f, "taps", DType::F32);
   d.logits = values<float>(f, "logits", DType::F32);
+  d.scores = values<float>(f, "scores", DType::F32);
   for (int64_t id : values<int64_t>(f, "argmax", DType::I64))
     d.argmax.push_back(static_cast<int32_t>(field("argmax", id, 0, INT32_MAX)));
   return d;

@@ -3,18 +3,23 @@
 //   h           F32 [T, hc, H]        hidden rows received / sent (when they cross)
 //   taps        F32 [T, n_targets, H] tap rows (drafter on)
 //   logits      F32 [rows, V]         head rank's send: the rows it scored
-//   argmax      I64 [rows]            head rank's send: their argmax
+//   argmax      I64 [rows]            head rank's send: their argmax (a proposal: its
+//                                     B + 1 ids, the head token first)
+//   scores      F32 [B]               head rank's send of a proposal: its confidences
 //   op_kind     I64 [1]               OpKind value (prefill 0, decode 1, ... stop 6)
 //   op_seq      I64 [1]               sequence id
 //   op_count    I64 [1]               commit count
+//   op_pos      I64 [1]               position of the first row (a commit's m0, a propose's m0)
 //   positions   I64 [T]               positions of the rows (absent when T = 0)
 //   token_ids   I64 [T]               the rows' token ids (absent when T = 0)
 //   layer_range I64 [2]               this rank's trunk layers [begin, end)
 //   n_ranks     I64 [1]               P of the run
 // Rank 0's recv file holds the header tensors only (its input is the token ids). Every
 // operation a rank executes has a recv file; those that move rows (prefill, decode,
-// verify) also a send file. Rank 0 also writes DIR/run_description.txt: the start-up
-// agreement items of the run (launcher/startup_agreement.h), which a replay checks.
+// verify) also a send file, and so does the head rank's propose. Rank 0 also writes
+// DIR/run_description.txt: the start-up agreement items of the run
+// (launcher/startup_agreement.h), which a replay checks (the settings it must share:
+// checkpoint, numerics, max_seq, drafter, spec_depth, placement).
 #pragma once
 #include <optional>
 #include <string>
@@ -27,7 +32,7 @@ namespace dsv4 {
 
 struct DumpedCrossing {
   OpHeader header;
-  std::vector<float> h, taps, logits;
+  std::vector<float> h, taps, logits, scores;
   std::vector<int32_t> argmax;
   LayerRange layers;
   int n_ranks = 1;
@@ -50,7 +55,7 @@ void clear_boundary_dump(const std::string& dir);
 
 // nullopt when the file does not exist; throws Error naming the file and tensor when it
 // is malformed (a missing or mistyped tensor, values past their 32-bit fields, positions
-// that are negative or not consecutive, ids and positions of different counts).
+// that are negative or not consecutive from op_pos, ids and positions of different counts).
 std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int rank, int op,
                                                    bool outgoing);
 

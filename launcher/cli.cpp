@@ -38,9 +38,14 @@ Run config keys (YAML; configs/README.md documents each):
   devices        [gpu per rank] pins devices (backend cuda; default: local rank)
   log_dir        one log per rank, DIR/rank<r>.log
   dump_boundary  every boundary payload as DIR/rank<r>_op<i>_<recv|send>.safetensors
-  drafter        none (default) | dspark | replay:FILE[:corrupt=R1,R2,..]  speculative
-                 decoding (greedy only); replay proposes a recorded run's tokens
-  spec_depth     verify depth cap, 0 = default (dspark_block_size + 1)
+  drafter        none (default) | dspark | replay:FILE[:corrupt=R1,R2,..|:accept_len=X]
+                 [:confidence=C1,..,CB/..]  speculative decoding (sampled runs emit plain sampling's tokens); replay
+                 proposes a recorded run's tokens (configs/README.md)
+  spec_depth     verify depth cap, 0 = default (dspark_block_size + 1), or auto: each
+                 round verifies the T maximizing expected tokens per unit time from the
+                 drafter's confidences and a cost table
+  spec_costs     with spec_depth auto: the cost table JSON (bench/spec_costs.sh writes it;
+                 default: built in, bench/README.md)
   stop_ids       [ids...] emitting one ends generation (it is printed, not consumed);
                  default none: run to max_new. [<eos_token_id> of config.json] stops at EOS
   profile_ops    true | false (default): time every op of the decode steps (synchronizing
@@ -88,10 +93,14 @@ cxxopts::Options make_options() {
     ("replay", "boundary dump directory to replay (with --stage-only)",
      cxxopts::value<std::string>())
     ("backend", "cpu | cuda (overrides backend:)", cxxopts::value<std::string>())
-    ("drafter", "none | dspark | replay:FILE[:corrupt=R,..] (overrides drafter:)",
+    ("drafter", "none | dspark | replay:FILE[:corrupt=R,..|:accept_len=X][:confidence=..] "
+     "(overrides drafter:)",
      cxxopts::value<std::string>())
-    ("spec-depth", "verify depth cap, 0 = block_size + 1 (overrides spec_depth:)",
+    ("spec-depth", "verify depth cap N (0 = block_size + 1), or auto: each round's depth from "
+     "the drafter's confidences and a cost table (overrides spec_depth:)",
      cxxopts::value<std::string>())
+    ("spec-costs", "with --spec-depth auto: verify cost table JSON written by "
+     "bench/spec_costs.sh (default built in; overrides spec_costs:)", cxxopts::value<std::string>())
     ("stop-ids", "stop token ids, e.g. 1,2; --stop-ids <eos_token_id> stops at the model's EOS "
      "(overrides stop_ids:)", cxxopts::value<std::string>())
     ("spec-stats", "write the speculative round statistics JSON to FILE (rank 0)",
@@ -200,7 +209,11 @@ CliOptions parse_cli(int argc, char** argv) {
     throw Error(cat("--", flag, ": ", text, " is not an integer in [", min, ", ", max, "]"));
   };
   cli.max_new = integer("max-new", 1, INT64_MAX);
-  if (const auto depth = integer("spec-depth", 0, INT32_MAX)) cli.spec_depth = static_cast<int>(*depth);
+  if (r.count("spec-depth") && r["spec-depth"].as<std::string>() == "auto")
+    cli.spec_depth = RunConfig::kSpecDepthAuto;
+  else if (const auto depth = integer("spec-depth", 0, INT32_MAX))
+    cli.spec_depth = static_cast<int>(*depth);
+  text("spec-costs", cli.spec_costs);
   if (r.count("liveness-timeout")) {
     const std::string text = r["liveness-timeout"].as<std::string>();
     double v = -1;
@@ -230,6 +243,7 @@ void apply_cli(const CliOptions& cli, RunConfig& c) {
   if (cli.stop_ids) c.stop_ids = *cli.stop_ids;
   if (cli.max_new) c.max_new = *cli.max_new;
   if (cli.spec_depth) c.spec_depth = *cli.spec_depth;
+  if (cli.spec_costs) c.spec_costs = *cli.spec_costs;
   if (cli.profile_ops) c.profile_ops = true;
   if (cli.liveness_timeout_s) c.liveness_timeout_s = *cli.liveness_timeout_s;
   if (cli.prompt) {

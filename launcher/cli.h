@@ -14,7 +14,7 @@ struct CliOptions {
   bool help = false;
   bool version = false;                     // --version
   std::string config;                       // --config (required unless --help)
-  std::optional<std::string> model, log_dir, dump_boundary, backend, drafter;
+  std::optional<std::string> model, log_dir, dump_boundary, backend, drafter, spec_costs;
   std::optional<std::vector<int32_t>> prompt_ids, stop_ids;
   std::optional<int64_t> max_new;
   std::optional<int> spec_depth;

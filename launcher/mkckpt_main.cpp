@@ -88,6 +88,9 @@ int run(int argc, char** argv) {
       ("trunk-layers", "with --preset flash: keep only trunk layers 0..N-1 (real dimensions "
                        "and kinds) and the globals, without the drafter (N in 1..43; default: "
                        "the full model with DSpark)", cxxopts::value<int>())
+      ("dspark-keys", "with --trunk-layers: also write Flash's dspark_* keys (tap targets: the "
+                      "last min(3, N) trunk layers) but no mtp.* tensors, so the replay drafter "
+                      "can run speculative benchmarks (bench/flash_decode.sh --accept-lens)")
       ("census", "print the resident byte census by class and the totals; writes nothing")
       ("force", "write into a non-empty --out directory (files of the same names are replaced)")
       ("h,help", "show this help");
@@ -96,19 +99,25 @@ int run(int argc, char** argv) {
   const cxxopts::ParseResult& args = *parsed;
   if (!args.count("preset")) throw dsv4::Error("--preset is required (tiny or flash; see --help)");
   const std::string preset = args["preset"].as<std::string>();
-  const dsv4::ModelConfig config = dsv4::preset_by_name(
-      preset, args.count("trunk-layers") ? args["trunk-layers"].as<int>() : 0);
+  const int trunk_layers = args.count("trunk-layers") ? args["trunk-layers"].as<int>() : 0;
+  const bool dspark_keys = args.count("dspark-keys") > 0;
+  if (dspark_keys && (preset != "flash" || trunk_layers == 0))
+    throw dsv4::Error("--dspark-keys goes with --preset flash --trunk-layers N");
+  const dsv4::ModelConfig config = dspark_keys ? dsv4::flash_trunk_spec_preset(trunk_layers)
+                                               : dsv4::preset_by_name(preset, trunk_layers);
 
   dsv4::SyntheticOptions so;
   so.seed = args["seed"].as<uint64_t>();
   so.trunk_experts = dsv4::expert_recipe_by_name(args["experts"].as<std::string>());
   so.layout = preset == "tiny" ? dsv4::ShardLayout::compact : dsv4::ShardLayout::per_layer;
   so.tokenizer = preset == "tiny";  // Flash runs use the release's own tokenizer files
+  if (dspark_keys) so.drafter_blocks = 0;
 
   if (args.count("census")) {
     dsv4::CensusOptions co;
     co.trunk_experts = so.trunk_experts;
     co.drafter_experts = so.drafter_experts;
+    co.drafter_blocks = so.drafter_blocks;
     print_census(config, co);
     return 0;
   }

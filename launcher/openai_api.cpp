@@ -184,9 +184,6 @@ ApiRequest parse_api_request(Endpoint endpoint, const std::string& body, const S
   if (f.has("seed") && !f.at("seed").is_number_unsigned())
     refuse("seed", "'seed' must be a non-negative integer");
   s.seed = f.has("seed") ? f.at("seed").get<uint64_t>() : std::random_device{}();
-  if (model.speculative && !s.greedy())
-    refuse("temperature", "this server decodes speculatively, which is greedy only until "
-                          "lossless speculative sampling exists: pass temperature 0");
   GenerationRequest engine;  // the engine's own admission rules, checked here
   engine.prompt = t.prompt;
   engine.max_new = t.max_tokens;

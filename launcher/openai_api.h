@@ -28,7 +28,6 @@ struct ServedModel {
   int64_t max_seq = 0;     // positions a sequence may use
   int64_t max_prompt = 0;  // the longest prompt
   int64_t vocab = 0;
-  bool speculative = false;  // a drafter runs: greedy only (SPECDECODE S8)
 };
 
 enum class Endpoint { completions, chat };

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "comm/control_plane.h"
@@ -47,6 +48,7 @@
 #include "base/host.h"
 #include "model/tokenizer.h"
 #include "stage/coordinator.h"
+#include "stage/depth_schedule.h"
 #include "stage/pipeline.h"
 
 namespace dsv4 {
@@ -270,11 +272,35 @@ struct TextSide {
   std::unique_ptr<HttpServer> server;   // --serve
 };
 
-// S3: a speculative run's fixed depth, default block_size + 1 (0, 0: plain decoding).
-void set_spec_depth(const RunConfig& cfg, const ModelConfig& mc, int& tmax, int& cap) {
-  if (cfg.drafter == "none") return;
-  tmax = mc.dspark.block_size + 1;
-  cap = cfg.spec_depth > 0 ? cfg.spec_depth : tmax;
+// S3: a speculative run's fixed depth, default block_size + 1, or with spec_depth auto
+// each round's depth scheduled from a verify cost table (stage/depth_schedule.h); tmax 0:
+// plain decoding.
+struct SpecDepthPlan {
+  int tmax = 0, cap = 0;
+  std::optional<VerifyCosts> costs;  // spec_depth auto
+  void apply(int& spec_tmax, int& depth_cap, const VerifyCosts*& auto_depth) const {
+    spec_tmax = tmax;
+    depth_cap = cap;
+    auto_depth = costs ? &*costs : nullptr;
+  }
+  std::string name() const {
+    return costs ? cat("auto, costs ", costs->source) : std::to_string(cap);
+  }
+};
+
+SpecDepthPlan plan_spec_depth(const RunConfig& cfg, const ModelConfig& mc) {
+  SpecDepthPlan plan;
+  if (cfg.drafter == "none") return plan;
+  plan.tmax = mc.dspark.block_size + 1;
+  plan.cap = cfg.spec_depth > 0 ? cfg.spec_depth : plan.tmax;
+  if (cfg.spec_depth == RunConfig::kSpecDepthAuto) {
+    plan.costs = load_verify_costs(cfg.spec_costs);
+    if (plan.costs->max_depth() < plan.tmax)
+      throw Error(cat("spec costs ", plan.costs->source, ": verify_ms covers T = 1..",
+                      plan.costs->max_depth(), ", the drafter verifies up to ", plan.tmax,
+                      " rows (dspark_block_size + 1)"));
+  }
+  return plan;
 }
 
 void serve_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime& rt, TextSide& text,
@@ -288,15 +314,12 @@ void serve_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime& rt
   model.max_seq = rt.max_seq;
   model.max_prompt = rt.stage->spec().max_prompt;
   model.vocab = rt.ckpt->config().vocab_size;
-  model.speculative = cfg.drafter != "none";
-  int tmax = 0, cap = 0;
-  set_spec_depth(cfg, rt.ckpt->config(), tmax, cap);
+  const SpecDepthPlan depth = plan_spec_depth(cfg, rt.ckpt->config());
   const StopSignalWatcher watcher(*text.server);
   text.server->set_ready(model);
   text.server->run_engine([&](const TextRequest& req) {
     TextRequest r = req;
-    r.spec_tmax = tmax;
-    r.depth_cap = cap;
+    depth.apply(r.spec_tmax, r.depth_cap, r.auto_depth);
     return generate_text(coordinator, *text.tok, r);
   });
   coordinator.stop();
@@ -314,7 +337,8 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
   req.stop_ids = cfg.stop_ids;
   const bool speculative = cfg.drafter != "none";
   req.sampling = run_sampling(cfg, log);
-  set_spec_depth(cfg, rt.ckpt->config(), req.spec_tmax, req.depth_cap);
+  const SpecDepthPlan depth = plan_spec_depth(cfg, rt.ckpt->config());
+  depth.apply(req.spec_tmax, req.depth_cap, req.auto_depth);
   if (speculative)
     req.on_round = [&log](const SpecRound& r, const SpecResult& run) {
       log.debug("{}", round_line(r, run, static_cast<int>(run.rounds.size()) - 1));
@@ -329,12 +353,17 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
     write_logits_json(cli.dump_logits, logits_json(req.prompt, res.tokens, res.logits));
   if (speculative) {
     const SpecSummary s = summarize(res);
+    // Per generated token as plain decode counts it: the tokens after the prefill's.
+    const auto after_prefill = static_cast<int64_t>(res.tokens.size()) - 1;
     log.info("speculative ({}, depth {}): {} rounds ({} verified), {:.3f} accepted drafts per "
-             "round, {:.3f} tokens per round, {:.1f} us per round, decode {:.1f} ms",
-             cfg.drafter, req.depth_cap, s.rounds, s.verify_rounds, s.accepts_per_round,
-             s.tokens_per_round, s.round_us, res.decode_ms);
+             "round, {:.3f} tokens per round, {:.1f} us per round, decode {:.3f} ms, {:.4f} "
+             "ms/token over {} tokens", cfg.drafter, depth.name(), s.rounds, s.verify_rounds,
+             s.accepts_per_round, s.tokens_per_round, s.round_us, res.decode_ms,
+             after_prefill > 0 ? res.decode_ms / static_cast<double>(after_prefill) : 0.0,
+             after_prefill);
     if (!cli.spec_stats.empty())
-      write_spec_stats(cli.spec_stats, spec_stats_json(cfg.drafter, req.depth_cap, res));
+      write_spec_stats(cli.spec_stats,
+                       spec_stats_json(cfg.drafter, depth.costs ? cfg.spec_depth : req.depth_cap, res));
     return;
   }
   const double per_token = res.decode_steps ? res.decode_ms / res.decode_steps : 0.0;
@@ -498,7 +527,8 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMon
       Coordinator coordinator(*rt.pipeline, rt.control.get(), rt.max_seq,
                               rt.ckpt->config().vocab_size);
       TextRequest req = text_request(cfg, *text.tok, text.prompt, *log);
-      set_spec_depth(cfg, rt.ckpt->config(), req.spec_tmax, req.depth_cap);
+      const SpecDepthPlan depth = plan_spec_depth(cfg, rt.ckpt->config());
+      depth.apply(req.spec_tmax, req.depth_cap, req.auto_depth);
       run_text_on_rank0(*text.tok, coordinator, std::move(req), *log);
       coordinator.stop();
     } else if (rank == 0) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -15,16 +16,30 @@
 namespace dsv4 {
 
 namespace {
-// max |a - b| over the elements; +inf when the sizes differ or a value is NaN.
+// max |a - b| over the elements, 0 where the bits are equal (NaN confidences of S9);
+// +inf when the sizes differ or only one value is NaN.
 template <class T>
 double max_abs_diff(const std::vector<T>& a, const std::vector<T>& b) {
   if (a.size() != b.size()) return INFINITY;
   double worst = 0;
   for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) == 0) continue;
     const double d = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
     worst = std::isnan(d) ? INFINITY : std::max(worst, d);
   }
   return worst;
+}
+
+// Backend buffer of `floats` holding the dumped values when there are any (zero-filled
+// otherwise, as the pipeline allocates it).
+FBuf upload_or_zero(Ops& ops, const std::vector<float>& dumped, size_t floats,
+                    const std::string& file, const char* name) {
+  FBuf b = ops.alloc(floats);
+  if (dumped.empty()) return b;
+  if (dumped.size() != floats)
+    throw Error(cat(file, ": ", name, " has ", dumped.size(), " floats, the header needs ", floats));
+  ops.upload(b.data(), dumped.data(), floats);
+  return b;
 }
 }  // namespace
 
@@ -34,7 +49,7 @@ bool moves_rows(OpKind k) { return k == OpKind::prefill || k == OpKind::decode |
 // The dumped run's start-up items that must equal this replay's (the rest, e.g. the
 // backend, may differ on purpose: a CUDA dump replayed on the CPU reference).
 void check_run_description(const std::string& dir, const RunConfig& config, const Checkpoint& ckpt,
-                           int rank, LayerRange layers, bool* speculative) {
+                           int rank, LayerRange layers) {
   const std::string path = cat(dir, "/", kRunDescriptionFile);
   std::ifstream in(path);
   if (!in) throw Error(cat("--replay ", dir, ": no ", path, " (not a complete --dump-boundary folder)"));
@@ -47,7 +62,8 @@ void check_run_description(const std::string& dir, const RunConfig& config, cons
       if (item.name == name) return item.value;
     throw Error(cat(path, ": no item '", name, "'"));
   };
-  for (const char* name : {"checkpoint config.json", "checkpoint weight map", "numerics", "max_seq"}) {
+  for (const char* name : {"checkpoint config.json", "checkpoint weight map", "numerics", "max_seq",
+                           "drafter", "spec_depth"}) {
     const std::string was = value_of(dumped, name), now = value_of(mine, name);
     if (was != now)
       throw Error(cat("--replay ", dir, ": the dumped run's ", name, " is ", was, ", this replay's is ",
@@ -61,7 +77,6 @@ void check_run_description(const std::string& dir, const RunConfig& config, cons
   if (listed != range)
     throw Error(cat("--replay ", dir, ": rank ", rank, "'s files hold layers ", range,
                     ", the dumped placement ", placement, " gives it ", listed));
-  *speculative = value_of(dumped, "drafter") != "none";
 }
 }  // namespace
 
@@ -87,16 +102,25 @@ bool replay_stage(const RunConfig& config, int rank, const std::string& dir, Ops
     throw Error(cat(boundary_file(dir, rank, 0, false), ": layer_range [", spec.layers.begin, ", ",
                     spec.layers.end, ") past the model's ", mc.num_hidden_layers, " trunk layers (",
                     mc.source, ")"));
-  check_run_description(dir, config, ckpt, rank, spec.layers, &spec.drafter);
+  check_run_description(dir, config, ckpt, rank, spec.layers);
+  spec.drafter = config.drafter != "none";  // the dumped run's (checked above)
   Stage stage(ckpt, ops, spec);
-  log.info("replay of stage {} of {}: layers [{}, {}), {} resident bytes, {} operations", rank,
-           spec.n_ranks, spec.layers.begin, spec.layers.end, ckpt.bytes_loaded(), n_ops);
+  // The head stage's drafter replays too: prime, proposals, ring writes (SPECDECODE §2.5).
+  std::unique_ptr<Drafter> drafter;
+  if (spec.drafter && spec.last())
+    drafter = make_drafter(config.drafter, ckpt, ops, config.numerics, spec.max_seq);
+  log.info("replay of stage {} of {}: layers [{}, {}), {} resident bytes, {} operations{}", rank,
+           spec.n_ranks, spec.layers.begin, spec.layers.end, ckpt.bytes_loaded(), n_ops,
+           drafter ? cat(", drafter ", config.drafter) : std::string());
 
   bool all_equal = true;
   auto compare = [&](int op, const char* name, double diff) {
     std::printf("op %d %s: max |diff| = %.9g\n", op, name, diff);
     all_equal = all_equal && diff == 0.0;
   };
+  const size_t row_floats = static_cast<size_t>(mc.hc_mult) * mc.hidden_size;
+  const size_t tap_row_floats = mc.dspark.target_layer_ids.size() * mc.hidden_size;
+  FBuf round_taps;  // the open round's verify taps, read by its commit (as in Pipeline)
   for (int op = 0; op < n_ops; ++op) {
     const std::string file = boundary_file(dir, rank, op, false);
     const auto in = read_boundary_record(dir, rank, op, false);
@@ -107,58 +131,50 @@ bool replay_stage(const RunConfig& config, int rank, const std::string& dir, Ops
                       in->layers.end, ") differ from operation 0's (two runs in one folder?)"));
     const auto out = read_boundary_record(dir, rank, op, true);
     const bool rows = moves_rows(header.kind);
-    if (rows != out.has_value())
-      throw Error(cat(rows ? "missing " : "unexpected ", boundary_file(dir, rank, op, true), " (",
-                      op_kind_name(header.kind), " ", rows ? "sends" : "sends nothing", ")"));
+    const bool sends = rows || (header.kind == OpKind::propose && spec.last());
+    if (sends != out.has_value())
+      throw Error(cat(sends ? "missing " : "unexpected ", boundary_file(dir, rank, op, true), " (",
+                      op_kind_name(header.kind), " ", sends ? "sends" : "sends nothing", ")"));
     if (rows) {  // what the stage requires of an operation (pipeline.cpp), checked by name
       if (header.rows() < 1 || (header.kind == OpKind::decode && header.rows() != 1))
         throw Error(cat(file, ": ", op_kind_name(header.kind), " of ", header.rows(), " rows"));
       if (header.pos != stage.pos())
         throw Error(cat(file, ": positions start at ", header.pos, ", but the operations before "
                         "it leave the stage at position ", stage.pos()));
+      if (rank > 0 && in->h.empty())
+        throw Error(cat(file, ": no tensor h (stage ", rank, " receives the hidden rows)"));
     }
-    const size_t row_floats = static_cast<size_t>(mc.hc_mult) * mc.hidden_size;
-    FBuf h = ops.alloc(static_cast<size_t>(header.rows()) * row_floats);  // [T, hc, H]
-    if (!in->h.empty()) {
-      if (in->h.size() != h.size())
-        throw Error(cat(file, ": h has ", in->h.size(), " floats, the header's ", header.rows(),
-                        " rows need ", h.size()));
-      ops.upload(h.data(), in->h.data(), h.size());
-    } else if (rank > 0 && rows) {
-      throw Error(cat(file, ": no tensor h (stage ", rank, " receives the hidden rows)"));
-    }
+    FBuf h = upload_or_zero(ops, in->h, static_cast<size_t>(header.rows()) * row_floats, file,
+                            "h");  // [T, hc, H]
     FBuf taps;  // speculative runs: [T', n_targets, H], T' = min(W, T) for a prefill (S14)
-    if (spec.drafter && rows) {
-      const int64_t tap_rows = header.kind == OpKind::prefill
-                                   ? std::min<int64_t>(mc.sliding_window, header.rows())
-                                   : header.rows();
-      taps = ops.alloc(static_cast<size_t>(tap_rows) * mc.dspark.target_layer_ids.size() *
-                       mc.hidden_size);
-      if (!in->taps.empty()) {
-        if (in->taps.size() != taps.size())
-          throw Error(cat(file, ": taps has ", in->taps.size(), " floats, expected ", taps.size()));
-        ops.upload(taps.data(), in->taps.data(), taps.size());
-      }
-    }
+    if (spec.drafter)
+      taps = upload_or_zero(ops, in->taps,
+                            static_cast<size_t>(boundary_tap_rows(header, mc)) * tap_row_floats,
+                            file, "taps");
+    float* op_taps = header.kind == OpKind::commit ? round_taps.data() : taps.data();
     HeadOutput head;
     try {
-      head = compute_operation(stage, ops, mc, header, h.data(), taps.data(), true);
+      head = compute_operation(stage, ops, mc, header, h.data(), op_taps, true, drafter.get());
     } catch (const Error& e) {
       throw Error(cat(file, ": ", e.what()));
     }
+    if (header.kind == OpKind::verify && spec.last()) round_taps = std::move(taps);
     if (!out) continue;  // operations without an outgoing payload (commit, reset)
-    if (!out->argmax.empty()) {
+    if (header.kind == OpKind::propose) {
+      compare(op, "proposal ids", max_abs_diff(head.argmax, out->argmax));
+      compare(op, "proposal confidence", max_abs_diff(head.scores, out->scores));
+    } else if (!out->argmax.empty()) {
       compare(op, "logits", max_abs_diff(head.logits, out->logits));
       compare(op, "argmax", max_abs_diff(head.argmax, out->argmax));
     } else {
       std::vector<float> got(h.size());
       ops.download(got.data(), h.data(), got.size());
       compare(op, "h", max_abs_diff(got, out->h));
-    }
-    if (!out->taps.empty()) {
-      std::vector<float> got(taps.size());
-      if (!got.empty()) ops.download(got.data(), taps.data(), got.size());
-      compare(op, "taps", max_abs_diff(got, out->taps));
+      if (spec.drafter) {
+        std::vector<float> got_taps(taps.size());
+        if (!got_taps.empty()) ops.download(got_taps.data(), taps.data(), got_taps.size());
+        compare(op, "taps", max_abs_diff(got_taps, out->taps));
+      }
     }
   }
   std::printf("replay of stage %d: %s\n", rank, all_equal ? "all outputs match exactly"

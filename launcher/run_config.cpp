@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "stage/depth_schedule.h"
 #include "stage/replay_drafter.h"
 
 namespace dsv4 {
@@ -243,7 +244,10 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     } else if (key == "log_dir") c.log_dir = resolve_path(rd.scalar(v, key), base_dir);
     else if (key == "dump_boundary") c.dump_boundary = resolve_path(rd.scalar(v, key), base_dir);
     else if (key == "drafter") c.drafter = rd.scalar(v, key);
-    else if (key == "spec_depth") c.spec_depth = static_cast<int>(rd.integer(v, key, 0, INT32_MAX));
+    else if (key == "spec_depth")
+      c.spec_depth = rd.scalar(v, key) == "auto" ? RunConfig::kSpecDepthAuto
+                                                 : static_cast<int>(rd.integer(v, key, 0, INT32_MAX));
+    else if (key == "spec_costs") c.spec_costs = resolve_path(rd.scalar(v, key), base_dir);
     else if (key == "stop_ids") c.stop_ids = rd.int32s(v, key, 0);
     else if (key == "profile_ops") c.profile_ops = rd.boolean(v, key);
     else if (key == "liveness_timeout_s") c.liveness_timeout_s = rd.number(v, key, 0);
@@ -267,7 +271,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     else
       throw Error(cat(rd.where(key), ": unknown key (known: model, backend, transport, "
                       "placement, max_seq, prompt_ids, max_new, numerics, devices, log_dir, "
-                      "dump_boundary, drafter, spec_depth, profile_ops, stop_ids, liveness_timeout_s, "
+                      "dump_boundary, drafter, spec_depth, spec_costs, profile_ops, stop_ids, liveness_timeout_s, "
                       "weights, preset, trunk_layers, experts, weights_seed, share_layers, prompt, "
                       "prompt_file, chat, system, thinking, stop, ignore_eos, temperature, top_k, "
                       "top_p, min_p, seed, max_prompt)"));
@@ -295,6 +299,14 @@ void check_run_config(const RunConfig& c) {
                       "' (allowed: none, dspark, replay:FILE)"));
     if (c.drafter != "dspark") parse_replay_spec(c.drafter.substr(kReplayPrefix.size()));  // names the culprit
   }
+  if (c.spec_depth == RunConfig::kSpecDepthAuto && c.drafter == "none")
+    throw Error("spec_depth: auto schedules the verify depth of speculative rounds and needs a "
+                "drafter (drafter: / --drafter)");
+  if (!c.spec_costs.empty()) {
+    if (c.spec_depth != RunConfig::kSpecDepthAuto)
+      throw Error(cat("spec_costs: ", c.spec_costs, " is only read with spec_depth: auto"));
+    read_verify_costs(c.spec_costs);  // names the file and the field
+  }
   if (c.effective_transport() == Transport::nccl && c.backend != Backend::cuda)
     throw Error("transport: nccl moves device memory and needs backend: cuda");
   if (!c.prompt.empty() && !c.prompt_ids.empty())
@@ -309,6 +321,10 @@ std::string read_prompt_file(const std::string& path, const std::string& what) {
   text << in.rdbuf();
   if (text.str().empty()) throw Error(cat(what, " ", path, ": the prompt file is empty"));
   return text.str();
+}
+
+std::string spec_depth_name(int spec_depth) {
+  return spec_depth == RunConfig::kSpecDepthAuto ? "auto" : std::to_string(spec_depth);
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what) {

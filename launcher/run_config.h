@@ -48,7 +48,8 @@ struct RunConfig {
   std::string log_dir;                      // "" : stderr only
   std::string dump_boundary;                // "" : no dumps
   std::string drafter = "none";             // none | dspark | replay:FILE (SPECDECODE.md)
-  int spec_depth = 0;                       // 0: default depth (S3)
+  int spec_depth = 0;                       // 0: default depth (S3); kSpecDepthAuto: auto
+  std::string spec_costs;                   // spec_depth auto: cost table ("" : built-in)
   std::vector<int32_t> stop_ids;            // SPECDECODE S6; empty: run to max_new
   bool profile_ops = false;                 // per-op decode timing table in each rank's log
   double liveness_timeout_s = kDefaultLivenessTimeout;  // a silent peer is declared failed; 0: never
@@ -70,6 +71,7 @@ struct RunConfig {
   // so only a stopped or unreachable process is silent; 5 minutes leaves room for a host
   // stalled by memory pressure while an 80+ GB checkpoint is mapped.
   static constexpr double kDefaultLivenessTimeout = 300.0;
+  static constexpr int kSpecDepthAuto = -1;  // `spec_depth: auto` (stage/depth_schedule.h)
   Transport effective_transport() const {
     return transport.value_or(backend == Backend::cuda ? Transport::nccl : Transport::mpi);
   }
@@ -89,6 +91,9 @@ void check_run_config(const RunConfig& c);
 
 // Reads a prompt file (prompt_file: / --prompt-file); throws Error naming `what` and it.
 std::string read_prompt_file(const std::string& path, const std::string& what);
+
+// `spec_depth` / `--spec-depth` as written: "auto" (kSpecDepthAuto) or the number.
+std::string spec_depth_name(int spec_depth);
 
 // Comma-separated integers ("1,2,3"), for --prompt-ids and --stop-ids; `what` names the flag.
 std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "launcher/output_files.h"
+#include "launcher/run_config.h"
 #include "base/error.h"
 
 namespace dsv4 {
@@ -28,11 +29,15 @@ SpecSummary summarize(const GenerationResult& res) {
   return s;
 }
 
-std::string spec_stats_json(const std::string& drafter, int depth_cap, const GenerationResult& res) {
+std::string spec_stats_json(const std::string& drafter, int spec_depth, const GenerationResult& res) {
   const SpecSummary s = summarize(res);
   nlohmann::json j;
   j["drafter"] = drafter;
-  j["spec_depth"] = depth_cap;
+  if (spec_depth == RunConfig::kSpecDepthAuto) {
+    j["spec_depth"] = "auto";
+  } else {
+    j["spec_depth"] = spec_depth;
+  }
   j["tokens"] = res.tokens.size();
   j["rounds"] = s.rounds;
   j["verify_rounds"] = s.verify_rounds;

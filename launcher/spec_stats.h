@@ -15,7 +15,8 @@ struct SpecSummary {
 };
 
 SpecSummary summarize(const GenerationResult& res);
-std::string spec_stats_json(const std::string& drafter, int depth_cap, const GenerationResult& res);
+// spec_depth: the run's depth cap, or RunConfig::kSpecDepthAuto (written "auto").
+std::string spec_stats_json(const std::string& drafter, int spec_depth, const GenerationResult& res);
 void write_spec_stats(const std::string& path, const std::string& json);
 
 }  // namespace dsv4

@@ -80,7 +80,7 @@ std::vector<AgreementItem> agreement_items(const RunConfig& c, const Checkpoint&
       {"prompt_ids", list(c.prompt_ids)},
       {"max_new", cat(c.max_new)},
       {"drafter", c.drafter},
-      {"spec_depth", cat(c.spec_depth)},
+      {"spec_depth", spec_depth_name(c.spec_depth)},
       {"stop_ids", list(c.stop_ids)},
       {"profile_ops", c.profile_ops ? "true" : "false"}};
   for (AgreementItem& item : items) item.value = shown(item.value);

@@ -31,6 +31,7 @@ TextResult generate_text(Coordinator& coordinator, const Tokenizer& tok, const T
   g.sampling = req.sampling;
   g.spec_tmax = req.spec_tmax;
   g.depth_cap = req.depth_cap;
+  g.auto_depth = req.auto_depth;
   g.on_token = [&](int32_t token) {
     hand_over(stops.push(decoder.push(token)));
     return !stops.stopped() && !cancelled;

@@ -19,7 +19,8 @@ struct TextRequest {
   std::vector<std::string> stop;        // stop strings
   std::vector<int32_t> stop_ids;        // stop tokens (EOS unless ignore_eos)
   SamplingParams sampling;
-  int spec_tmax = 0, depth_cap = 0;     // speculative rounds (greedy only, S8)
+  int spec_tmax = 0, depth_cap = 0;     // speculative rounds (GenerationRequest)
+  const VerifyCosts* auto_depth = nullptr;  // spec_depth auto
   // Text that became final; returning false stops the run (the client went away).
   std::function<bool(const std::string& delta)> on_text;
 };

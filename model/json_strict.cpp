@@ -61,4 +61,12 @@ nlohmann::json load_json_strict(const std::string& path) {
   return parse_json_strict(text.str(), path);
 }
 
+nlohmann::json load_json_strict(const std::string& path, const std::string& what) {
+  try {
+    return load_json_strict(path);
+  } catch (const Error& e) {
+    throw Error(cat(what, " ", e.what()));
+  }
+}
+
 }  // namespace dsv4

@@ -18,5 +18,7 @@ nlohmann::json parse_json_strict(const std::string& text, const std::string& sou
 
 // Reads a whole file (Error "<path>: cannot open ..." / "read failed") and parses it.
 nlohmann::json load_json_strict(const std::string& path);
+// The same, its Error prefixed by `what` ("replay file <path>: cannot open").
+nlohmann::json load_json_strict(const std::string& path, const std::string& what);
 
 }  // namespace dsv4

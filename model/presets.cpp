@@ -112,6 +112,17 @@ ModelConfig flash_trunk_preset(int trunk_layers) {
   return c;
 }
 
+ModelConfig flash_trunk_spec_preset(int trunk_layers) {
+  ModelConfig c = flash_trunk_preset(trunk_layers);
+  c.dspark = flash_preset().dspark;
+  const int n_t = std::min(3, trunk_layers);
+  c.dspark.target_layer_ids.clear();
+  for (int l = trunk_layers - n_t; l < trunk_layers; ++l) c.dspark.target_layer_ids.push_back(l);
+  c.compress_ratios.resize(static_cast<size_t>(trunk_layers + n_t), 0);  // window-only blocks
+  c.source += ", dspark_* keys without mtp.* tensors";
+  return c;
+}
+
 std::string model_config_json(const ModelConfig& c) {
   nlohmann::ordered_json j;
   j["architectures"] = {"DeepseekV4ForCausalLM"};

@@ -14,6 +14,11 @@ ModelConfig flash_preset();  // §1.2 (0731 values, 46-entry compress_ratios, DS
 // globals, and no drafter (no dspark_* keys, no mtp.*): a checkpoint that fits one card
 // for decode benchmarks (§5.3). Throws Error unless 1 <= trunk_layers <= 43.
 ModelConfig flash_trunk_preset(int trunk_layers);
+// The same with Flash's dspark_* keys, the tap targets moved to the last min(3, N) trunk
+// layers and their drafter entries in compress_ratios, for a checkpoint written WITHOUT
+// the mtp.* tensors (SyntheticOptions::drafter_blocks = 0): speculative runs with the
+// replay drafter (verify arenas, taps) work on it, `--drafter dspark` is refused.
+ModelConfig flash_trunk_spec_preset(int trunk_layers);
 
 // The command-line tools' `--preset NAME [--trunk-layers N]`: "tiny" or "flash";
 // trunk_layers > 0 (flash only) selects flash_trunk_preset. Throws Error naming the flag.

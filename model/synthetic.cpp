@@ -89,6 +89,7 @@ void write_synthetic_checkpoint(const ModelConfig& c, const std::string& dir,
   CensusOptions co;
   co.trunk_experts = o.trunk_experts;
   co.drafter_experts = o.drafter_experts;
+  co.drafter_blocks = o.drafter_blocks;
   const std::vector<CensusEntry> census = tensor_census(c, co);
   const int L = c.num_hidden_layers, n_blk = census_drafter_blocks(c, co);
 

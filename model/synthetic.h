@@ -26,6 +26,7 @@ struct SyntheticOptions {
   ShardLayout layout = ShardLayout::compact;
   int threads = 0;                                     // encoder threads; 0 = all cores
   bool tokenizer = false;                              // also tokenizer*.json (tiny_tokenizer.h)
+  int drafter_blocks = -1;  // mtp.* blocks written: -1 = the config's (CensusOptions)
   std::function<void(const std::string&)> progress;    // one line per shard written (optional)
   // Benchmark mode of generated weights (never written): trunk layers of one kind (compress
   // ratio, routing) share the first such layer's tensors, so the whole depth fits one GPU

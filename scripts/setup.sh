@@ -6,7 +6,8 @@ set -euo pipefail
 # clang + libclang-rt-14-dev: the libFuzzer targets scripts/test.sh runs briefly (docs/fuzzing.md).
 packages=(build-essential cmake pkg-config libopenmpi-dev openmpi-bin libyaml-cpp-dev
           libcxxopts-dev doctest-dev nlohmann-json3-dev libspdlog-dev clang libclang-rt-14-dev
-          libicu-dev libcpp-httplib-dev)
+          libicu-dev libcpp-httplib-dev
+          libboost-dev)  # libboost-dev: Boost.Math chi-square (spec sampling test)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -27,21 +27,23 @@ void check_admission(const GenerationRequest& req, int64_t max_seq, int64_t voca
       throw Error(cat("stop_ids[", i, "]: token id ", req.stop_ids[i], " outside [0, ", vocab,
                       ") (stop_ids: / --stop-ids)"));
   check_sampling(req.sampling, "");
-  if (req.spec_tmax > 0 && !req.sampling.greedy())
-    throw Error(cat("temperature: ", req.sampling.temperature, " with a drafter: speculative "
-                    "decoding is greedy only until lossless speculative sampling exists "
-                    "(SPECDECODE S8); use temperature 0 or drafter: none"));
 }
 
 namespace {
 
 // SPECDECODE §5.1 / ARCHITECTURE.md "A spec round as messages": every engine call is one
 // operation header to every rank. Keeps the logits rows of emitted tokens when asked.
+// Sampled runs: each verify row's token is drawn from its logits with plain sampling's
+// uniform at that position, the point-mass form of lossless speculative sampling for the
+// deterministic drafters (stage/spec_sampling.h, SPECDECODE Q8), so accept_walk over
+// these tokens emits what plain sampling emits with the same seed.
 class PipelineSpecEngine final : public SpecEngine {
  public:
   PipelineSpecEngine(std::function<OpResult(const OpHeader&)> run, OpHeader base,
-                     GenerationResult& out, int64_t vocab)
-      : run_(std::move(run)), header_(std::move(base)), out_(out), vocab_(vocab) {}
+                     GenerationResult& out, int64_t vocab, const SamplingParams& sampling,
+                     bool keep_logits)
+      : run_(std::move(run)), header_(std::move(base)), out_(out), vocab_(vocab),
+        sampling_(sampling), keep_logits_(keep_logits) {}
 
   Proposal propose(int32_t head, int64_t anchor) override {
     m0_ = anchor + 1;
@@ -59,11 +61,15 @@ class PipelineSpecEngine final : public SpecEngine {
     OpResult r = send(OpKind::verify, x, 0, header_.want_logits);
     DSV4_CHECK(r.ids.size() == x.size(), "verify of ", x.size(), " rows returned ", r.ids.size());
     logits_ = std::move(r.logits);
+    if (!sampling_.greedy())
+      for (size_t i = 0; i < x.size(); ++i)  // row i (position m0 + i) chooses token m0 + i + 1
+        r.ids[i] = sample_token(logits_.data() + i * vocab_, vocab_, sampling_,
+                                m0_ + static_cast<int64_t>(i) + 1);
     return r.ids;
   }
   void commit(int n) override {
     send(OpKind::commit, {}, n, false);
-    if (!header_.want_logits) return;
+    if (!keep_logits_) return;
     for (int i = 0; i < n; ++i)  // row i chose the token after position m0 + i
       out_.logits.emplace_back(logits_.begin() + i * vocab_, logits_.begin() + (i + 1) * vocab_);
   }
@@ -83,6 +89,8 @@ class PipelineSpecEngine final : public SpecEngine {
   OpHeader header_;
   GenerationResult& out_;
   int64_t vocab_;
+  const SamplingParams& sampling_;
+  bool keep_logits_;
   int64_t m0_ = 0;
   std::vector<float> logits_;
 };
@@ -130,11 +138,13 @@ GenerationResult Coordinator::generate(const GenerationRequest& req) {
   // Greedy decode: the last emitted token is consumed at the next position.
   const auto decode_start = Clock::now();
   if (req.spec_tmax > 0) {
-    PipelineSpecEngine engine([this](const OpHeader& h) { return run(h); }, header, out, vocab_);
+    PipelineSpecEngine engine([this](const OpHeader& h) { return run(h); }, header, out, vocab_,
+                              req.sampling, req.keep_logits);
     SpecOptions opt;
     opt.p0 = static_cast<int64_t>(req.prompt.size());
     opt.n_new = req.max_new;
     opt.depth_cap = req.depth_cap;
+    opt.auto_depth = req.auto_depth;
     opt.tmax = req.spec_tmax;
     opt.stop_ids = req.stop_ids;
     opt.on_round = req.on_round;

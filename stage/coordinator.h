@@ -19,6 +19,7 @@ struct GenerationRequest {
   bool keep_logits = false;     // return the logits row that chose each token
   int spec_tmax = 0;            // 0: plain greedy; else B + 1: speculative rounds (SPECDECODE §5)
   int depth_cap = 0;            // speculative: verify depth cap, <= 0 none (§5.2)
+  const VerifyCosts* auto_depth = nullptr;  // speculative: spec_depth auto (depth_schedule.h)
   std::vector<int32_t> stop_ids;  // S6: emitting one ends the run (it is not consumed)
   // Speculative: called after each round's record (SpecOptions::on_round; logging).
   std::function<void(const SpecRound&, const SpecResult&)> on_round;
@@ -42,7 +43,7 @@ struct GenerationResult {
 
 // Refuses a request the engine cannot serve, naming the numbers (SPECDECODE.md S5:
 // 1 <= p0 <= max_seq and p0 + n_new - 1 <= max_seq; prompt and stop ids in [0, V);
-// sampling in range, and greedy with a drafter, S8).
+// sampling in range).
 void check_admission(const GenerationRequest& req, int64_t max_seq, int64_t vocab);
 
 class Coordinator {

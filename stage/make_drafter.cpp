@@ -13,7 +13,7 @@ std::unique_ptr<Drafter> make_drafter(const std::string& name, Checkpoint& ckpt,
   if (!c.dspark.present)
     throw Error(cat("drafter ", name, ": ", c.source, " has no dspark_* fields (block size)"));
   ReplaySpec spec = parse_replay_spec(name.substr(kReplayPrefix.size()));
-  return std::make_unique<ReplayDrafter>(read_replay_tokens(spec.file), std::move(spec.corrupt),
+  return std::make_unique<ReplayDrafter>(read_replay_tokens(spec.file), std::move(spec.script),
                                          c.dspark.block_size, c.vocab_size,
                                          static_cast<int32_t>(c.dspark.noise_token_id));
 }

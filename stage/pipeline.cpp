@@ -13,6 +13,12 @@ bool moves_rows(OpKind k) {
 }
 }  // namespace
 
+int64_t boundary_tap_rows(const OpHeader& header, const ModelConfig& config) {
+  if (!moves_rows(header.kind)) return 0;
+  return header.kind == OpKind::prefill ? std::min<int64_t>(config.sliding_window, header.rows())
+                                        : header.rows();
+}
+
 HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
                              const OpHeader& header, float* h, float* taps, bool keep_logits,
                              Drafter* drafter) {
@@ -114,6 +120,7 @@ void Pipeline::record(const OpHeader& header, bool outgoing, const BoundaryPaylo
   if (head) {
     rec.logits = head->logits;
     rec.argmax = head->argmax;
+    rec.scores = head->scores;
   }
   hooks_.boundary(rec);
 }
@@ -132,10 +139,8 @@ OpResult Pipeline::execute(const OpHeader& header) {
     h = ops_.alloc(hidden_floats(header.rows()));
     payload.h = h.data();
     payload.h_floats = h.size();
-    if (spec.drafter) {  // S14: a prefill carries only the last min(W, p0) tap rows
-      taps = ops_.alloc(tap_floats(header.kind == OpKind::prefill
-                                       ? std::min<int64_t>(config_.sliding_window, header.rows())
-                                       : header.rows()));
+    if (spec.drafter) {
+      taps = ops_.alloc(tap_floats(boundary_tap_rows(header, config_)));
       payload.taps = taps.data();
       payload.tap_floats = taps.size();
     }
@@ -153,7 +158,7 @@ OpResult Pipeline::execute(const OpHeader& header) {
     data_->send(spec.rank + 1, payload);
     record(header, true, payload, nullptr);
   } else if (answers && spec.last()) {
-    if (rows) record(header, true, BoundaryPayload{}, &head);
+    record(header, true, BoundaryPayload{}, &head);
     result.ids = std::move(head.argmax);
     result.scores = std::move(head.scores);
     if (header.want_logits) result.logits = std::move(head.logits);

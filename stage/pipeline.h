@@ -18,12 +18,13 @@ namespace dsv4 {
 // One boundary crossing in host memory, for --dump-boundary and stage replay. Incoming:
 // the header with h (+ taps) received from rank r-1 (nothing more on rank 0, whose
 // input is the token ids). Outgoing: h (+ taps) sent to rank r+1, or on the head rank
-// the logits rows [rows, V] and their argmax returned to rank 0.
+// the logits rows [rows, V] and their argmax returned to rank 0, or a proposal (its ids
+// in argmax, its confidences in scores).
 struct BoundaryRecord {
   int op_index = 0;
   bool outgoing = false;
   const OpHeader* header = nullptr;
-  std::vector<float> h, taps, logits;
+  std::vector<float> h, taps, logits, scores;
   std::vector<int32_t> argmax;
 };
 
@@ -48,6 +49,10 @@ struct HeadOutput {
 // prefill taps, propose asks it for a proposal (ids[0] = head token, pos = m0), commit
 // writes the ring rows of the committed positions from `taps` (the round's verify taps),
 // reset resets it.
+// Tap rows [rows, n_targets, H] an operation carries across a boundary with the drafter
+// on (S14: a prefill only its last min(W, p0) rows; 0 for operations without rows).
+int64_t boundary_tap_rows(const OpHeader& header, const ModelConfig& config);
+
 HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
                              const OpHeader& header, float* h, float* taps, bool keep_logits,
                              Drafter* drafter = nullptr);

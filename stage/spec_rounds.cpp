@@ -65,7 +65,9 @@ SpecResult spec_generate(SpecEngine& engine, int32_t head, const SpecOptions& op
       rec.emitted = 1;
     } else {
       const int64_t left = opt.n_new - static_cast<int64_t>(tokens.size());
-      const int t_cap = static_cast<int>(std::min<int64_t>({k + 1, depth, opt.tmax}));
+      int t_cap = static_cast<int>(std::min<int64_t>({k + 1, depth, opt.tmax}));
+      // A scheduled depth acts as the depth knob (no carry when it shortens a round, §5.2).
+      if (opt.auto_depth) t_cap = scheduled_depth(prop.confidence, *opt.auto_depth, t_cap);
       const int T = static_cast<int>(std::min<int64_t>(t_cap, left));
       const int kv = T - 1;
       const std::vector<int32_t> x(prop.out_ids.begin(), prop.out_ids.begin() + T);

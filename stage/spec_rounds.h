@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "stage/depth_schedule.h"
 #include "stage/drafter.h"
 
 namespace dsv4 {
@@ -16,7 +17,8 @@ class SpecEngine {
   virtual ~SpecEngine() = default;
   // propose(seq, head token, m0) to the head stage (S13); anchor = m0 - 1.
   virtual Proposal propose(int32_t head, int64_t anchor) = 0;
-  // verify(x) on every stage; returns the trunk argmax of each of the T rows (R-V2).
+  // verify(x) on every stage; returns the trunk argmax of each of the T rows (R-V2), or
+  // with sampling each row's token as plain sampling draws it (stage/spec_sampling.h).
   virtual std::vector<int32_t> verify(const std::vector<int32_t>& x) = 0;
   // commit(n) on every stage, then the drafter ring rows of the committed positions
   // (R-S5); the round opened by the last verify.
@@ -59,6 +61,9 @@ struct SpecOptions {
   int64_t n_new = 1;                // tokens to emit
   int depth_cap = 0;                // <= 0: none; else max(1, depth_cap) (§5.2)
   int tmax = 0;                     // B + 1
+  // spec_depth auto: each round's t_cap is scheduled_depth() of its proposal's confidences
+  // under the structural ceiling (stage/depth_schedule.h); null: the fixed depth_cap.
+  const VerifyCosts* auto_depth = nullptr;
   std::vector<int32_t> stop_ids;    // S6: generation ends after emitting one; empty: none
   // Called after every round's record is pushed (state checks in tests, logging).
   std::function<void(const SpecRound&, const SpecResult&)> on_round;

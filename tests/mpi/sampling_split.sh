@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Text runs across ranks (issue 14): a sampled text run (temperature, top-k, top-p, min-p,
 # seed) prints the same text and tokens at P = 1, 2 and 3, a chat run too; another seed
-# draws other tokens; sampling together with a drafter is refused by name (SPECDECODE S8).
+# draws other tokens; with a drafter (DSpark at P = 1 and 2, the replay drafter with
+# rejections) the same seed gives the same tokens (lossless speculative sampling,
+# point-mass form, stage/spec_sampling.h).
 # usage: sampling_split.sh <dsv4-stage> <model dir> <configs dir> <work dir>
 EXE=$1; MODEL=$2; CONFIGS=$3; WORK=$4
 source "$(dirname "$0")/common.sh"
@@ -25,6 +27,22 @@ for p in 2 3; do
 done
 run seed6 2 "${sampling[@]}" --seed 6
 [ "$(ids seed5-np1)" != "$(ids seed6)" ] || fail "seeds 5 and 6 drew the same 20 tokens"
-if run spec 1 "${sampling[@]}" --seed 5 --drafter dspark; then fail "sampling with a drafter ran"; fi
-grep -q "speculative decoding is greedy only" "$WORK/spec.err" || fail "no S8 refusal message"
-echo "sampling: the same seed gives the same text at P = 1, 2, 3; drafter + sampling refused"
+# Token-id runs: plain sampling, then drafters (DSpark mostly rejected on random weights;
+# the replay of the sampled run itself with forced rejections) at P = 1 and 2.
+knobs=(--temperature 0.8 --top-k 40 --top-p 0.9 --min-p 0.02 --seed 5)
+idrun() {  # idrun NAME P [flags...]: stdout (the tokens line) to NAME.out, the log to NAME.err
+  local name=$1 p=$2; shift 2
+  run_np "$p" --config "$CONFIGS/tiny.yaml" --model "$MODEL" --prompt-ids 1,2,3 --max-new 20 \
+    "${knobs[@]}" "$@" > "$WORK/$name.out" 2> "$WORK/$name.err"
+}
+idrun plain 1 --dump-logits "$WORK/plain.json"
+i=0
+for spec in "dspark 1" "dspark 2" "replay:$WORK/plain.json:corrupt=2,5 2"; do
+  set -- $spec
+  i=$((i + 1))
+  idrun "spec$i" "$2" --drafter "$1" --spec-depth 3
+  grep -q "speculative ($1" "$WORK/spec$i.err" || fail "drafter $1 at P = $2 ran no speculative rounds"
+  cmp "$WORK/plain.out" "$WORK/spec$i.out" ||
+    fail "sampled tokens with drafter $1 at P = $2 differ from plain sampling: $(cat "$WORK/spec$i.out")"
+done
+echo "sampling: the same seed gives the same text at P = 1, 2, 3, and with a drafter"

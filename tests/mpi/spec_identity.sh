@@ -3,9 +3,10 @@
 # greedy tokens and the same --dump-logits file, byte for byte, at P = 1 and 2, with the
 # DSpark drafter at depth caps 1, 2 and the maximum, and with the replay drafter (always
 # right, and corrupted at each draft index r = 1..B). Also checks --spec-stats is written,
-# and --stop-ids (S6) in plain and speculative runs.
-# usage: spec_identity.sh <dsv4-stage> <model dir> <configs dir> <work dir>
-EXE=$1; MODEL=$2; CONFIGS=$3; WORK=$4
+# and --stop-ids (S6) in plain and speculative runs (mode fixed); mode auto: the same
+# identity with --spec-depth auto (issue 15).
+# usage: spec_identity.sh <fixed|auto> <dsv4-stage> <model dir> <configs dir> <work dir>
+MODE=$1; EXE=$2; MODEL=$3; CONFIGS=$4; WORK=$5
 source "$(dirname "$0")/common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"
 B=5  # dspark_block_size of the tiny preset
@@ -18,6 +19,29 @@ same() {  # same NAME REFERENCE
   cmp "$WORK/$2.out" "$WORK/$1.out" || fail "tokens of $1 differ from $2"
   cmp "$WORK/$2.json" "$WORK/$1.json" || fail "logits of $1 differ from $2"
 }
+if [ "$MODE" = auto ]; then
+  run plain1 1 7
+  # spec_depth auto: each round's depth from the confidences (DSpark's own, and scripted
+  # replay confidences that pick T = 6, 1, 3 under the built-in table, then under the
+  # measured CPU table); the tokens and logits stay those of plain greedy.
+  conf="2.2,2.2,2.2,2.2,2.2/-4.6,-4.6,-4.6,-4.6,-4.6/2.9,2.9,-3.5,0,0"
+  for p in 1 2; do
+    run "auto-dspark-np$p" "$p" 7 --drafter dspark --spec-depth auto --spec-stats "$WORK/auto$p.json"
+    same "auto-dspark-np$p" plain1
+    grep -q '"spec_depth": "auto"' "$WORK/auto$p.json" || fail "--spec-stats does not record spec_depth auto"
+    run "auto-replay-np$p" "$p" 7 --drafter "replay:$WORK/plain1.json:corrupt=4:confidence=$conf" \
+      --spec-depth auto --spec-stats "$WORK/auto-replay$p.json"
+    same "auto-replay-np$p" plain1
+    grep -q '"t_cap": 1,' "$WORK/auto-replay$p.json" || fail "no scheduled round of depth 1"
+    grep -q '"t_cap": 6,' "$WORK/auto-replay$p.json" || fail "no scheduled round of depth 6"
+    run "auto-costs-np$p" "$p" 7 --drafter "replay:$WORK/plain1.json:confidence=$conf" \
+      --spec-depth auto --spec-costs "$(dirname "$0")/../../bench/costs/tiny-cpu-np1.json"
+    same "auto-costs-np$p" plain1
+  done
+  echo "spec identity: --spec-depth auto (DSpark, scripted replay confidences) equals plain greedy, P = 1 and 2"
+  exit 0
+fi
+[ "$MODE" = fixed ] || fail "mode '$MODE' is not fixed or auto"
 i=0
 for prompt in 7 17,4,99,250,3,42,7,311,8,64,128,5,77,19,2,401,9,33 5,6,5,6,5,6,5,6; do
   i=$((i + 1))

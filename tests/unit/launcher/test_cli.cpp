@@ -152,3 +152,17 @@ TEST_CASE("text, sampling and serve flags override the YAML (issue 14)") {
   CHECK(refusal({"--config", "c.yaml", "--prompt-file", "/no/such"}).find("/no/such: cannot open") !=
         std::string::npos);
 }
+
+TEST_CASE("--spec-depth auto | N and --spec-costs override the YAML; bad values name the flag") {
+  RunConfig c = parse_run_config("model: m\nspec_depth: 3\n", "run.yaml", "/cfg");
+  apply_cli(parse({"--config", "c", "--spec-depth", "auto", "--spec-costs", "costs.json"}), c);
+  CHECK(c.spec_depth == RunConfig::kSpecDepthAuto);
+  CHECK(c.spec_costs == "costs.json");
+  apply_cli(parse({"--config", "c", "--spec-depth", "2"}), c);
+  CHECK(c.spec_depth == 2);
+  CHECK(refusal({"--config", "c", "--spec-depth", "-3"}) ==
+        "--spec-depth: -3 is not an integer in [0, 2147483647]");
+  CHECK(refusal({"--config", "c", "--spec-depth", "deep"}) ==
+        "--spec-depth: deep is not an integer in [0, 2147483647]");
+  CHECK(help_text().find("spec_costs") != std::string::npos);
+}

@@ -1,7 +1,9 @@
 // Machine-readable outputs: the --dump-logits JSON (byte-stable, law 1 compares files),
-// the control-plane encodings and the --dump-boundary files (round trips).
+// the control-plane encodings and the --dump-boundary files (round trips; a replay's
+// run-description checks are tested by tests/mpi/replay_stage.sh).
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -10,8 +12,18 @@
 #include "comm/control_plane.h"
 #include "launcher/boundary_dump.h"
 #include "launcher/logits_dump.h"
+#include "base/error.h"
 
 using namespace dsv4;
+
+namespace {
+// A fresh folder under the system temp dir, unique to this process.
+std::string scratch_dir(const std::string& tag) {
+  const auto dir = std::filesystem::temp_directory_path() / (tag + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+}  // namespace
 
 TEST_CASE("--dump-logits JSON: %.9g floats, null for non-finite, rows in token order") {
   const std::string json =
@@ -53,10 +65,7 @@ TEST_CASE("control plane: headers and results survive encoding") {
 }
 
 TEST_CASE("--dump-boundary files hold the header, the layer range and the rows") {
-  const auto dir = (std::filesystem::temp_directory_path() /
-                    ("dsv4_dump_test_" + std::to_string(::getpid())))
-                       .string();
-  std::filesystem::create_directories(dir);
+  const std::string dir = scratch_dir("dsv4_dump_test_");
   ModelConfig mc;
   mc.hc_mult = 2;
   mc.hidden_size = 3;
@@ -95,5 +104,43 @@ TEST_CASE("--dump-boundary files hold the header, the layer range and the rows")
   CHECK(out->argmax == std::vector<int32_t>{2});
   CHECK(out->h.empty());
   CHECK_FALSE(read_boundary_record(dir, 1, 3, false).has_value());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("--dump-boundary: a commit keeps its position, a proposal its ids and confidences") {
+  const std::string dir = scratch_dir("dsv4_dump_spec_test_");
+  ModelConfig mc;
+  OpHeader commit;
+  commit.kind = OpKind::commit;
+  commit.pos = 21;  // m0 of the round; a commit has no rows
+  commit.count = 3;
+  BoundaryRecord rec;
+  rec.op_index = 4;
+  rec.header = &commit;
+  write_boundary_record(dir, 0, 2, {0, 4}, mc, rec);
+  OpHeader propose;
+  propose.kind = OpKind::propose;
+  propose.pos = 24;
+  propose.ids = {7};
+  BoundaryRecord prop;
+  prop.op_index = 5;
+  prop.outgoing = true;
+  prop.header = &propose;
+  prop.argmax = {7, 1, 2, 3, 4, 5};
+  prop.scores = {0.5f, -1.25f, NAN, 2.0f, 0.0f};
+  write_boundary_record(dir, 1, 2, {4, 7}, mc, prop);
+
+  const auto c = read_boundary_record(dir, 0, 4, false);
+  REQUIRE(c.has_value());
+  CHECK(c->header.kind == OpKind::commit);
+  CHECK(c->header.pos == 21);
+  CHECK(c->header.count == 3);
+  CHECK(c->header.ids.empty());
+  const auto p = read_boundary_record(dir, 1, 5, true);
+  REQUIRE(p.has_value());
+  CHECK(p->header.pos == 24);
+  CHECK(p->argmax == prop.argmax);
+  REQUIRE(p->scores.size() == 5);
+  CHECK(std::memcmp(p->scores.data(), prop.scores.data(), 5 * sizeof(float)) == 0);
   std::filesystem::remove_all(dir);
 }

@@ -51,7 +51,7 @@ TEST_CASE("the server is 503 while loading, 200 when ready, and drains on stop")
   CHECK(early->status == 503);
   CHECK(nlohmann::json::parse(early->body)["error"]["message"] == "the model is loading");
 
-  server.set_ready({"tiny", 256, 256, 512, false});
+  server.set_ready({"tiny", 256, 256, 512});
   CHECK(client.Get("/health")->status == 200);
   std::vector<size_t> prompt_sizes;  // what the engine saw, in order
   std::thread engine([&] {

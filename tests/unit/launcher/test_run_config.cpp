@@ -6,6 +6,7 @@
 
 #include "launcher/run_config.h"
 #include "base/error.h"
+#include "tests/unit/model/error_text.h"
 
 using namespace dsv4;
 
@@ -179,4 +180,28 @@ max_prompt: 64
   hot.model = "m";
   hot.sampling.top_p = 1.5;
   CHECK_THROWS_WITH_AS(check_run_config(hot), doctest::Contains("top_p: 1.5"), Error);
+}
+
+TEST_CASE("run config: spec_depth auto / N, spec_costs only with auto, both refused by key") {
+  CHECK(parse_run_config("spec_depth: auto\n", "run.yaml", "/cfg").spec_depth ==
+        RunConfig::kSpecDepthAuto);
+  CHECK(parse_run_config("spec_depth: 0\n", "run.yaml", "/cfg").spec_depth == 0);
+  CHECK(spec_depth_name(RunConfig::kSpecDepthAuto) == "auto");
+  CHECK(spec_depth_name(4) == "4");
+  CHECK(refusal("spec_depth: fast\n") == "run.yaml: spec_depth: 'fast' is not an integer");
+  CHECK(refusal("spec_depth: -1\n") == "run.yaml: spec_depth: -1 is below the minimum 0");
+  CHECK(refusal("spec_depth: 4294967297\n") ==
+        "run.yaml: spec_depth: 4294967297 is above the maximum 2147483647");
+  CHECK(parse_run_config("spec_costs: c.json\n", "run.yaml", "/cfg").spec_costs == "/cfg/c.json");
+  auto combination = [](const std::string& yaml) {
+    return test::error_text([&] { check_run_config(parse_run_config(yaml, "run.yaml", "/cfg")); });
+  };
+  CHECK(combination("model: m\nspec_depth: auto\n").find("spec_depth: auto schedules") !=
+        std::string::npos);
+  CHECK(combination("model: m\ndrafter: dspark\nspec_costs: /x.json\n")
+            .find("spec_costs: /x.json is only read with spec_depth: auto") != std::string::npos);
+  CHECK(combination("model: m\ndrafter: dspark\nspec_depth: auto\nspec_costs: /nonexistent.json\n")
+            .find("spec costs /nonexistent.json: cannot open") != std::string::npos);
+  CHECK_NOTHROW(check_run_config(
+      parse_run_config("model: m\ndrafter: dspark\nspec_depth: auto\n", "run.yaml", "/cfg")));
 }

@@ -34,7 +34,7 @@ const Tokenizer& tiny_tok() {
   static const Tokenizer t(tiny_tokenizer_json(c), tiny_tokenizer_config_json(c), "tiny");
   return t;
 }
-ServedModel served() { return {"tiny", 256, 200, 512, false}; }
+ServedModel served() { return {"tiny", 256, 200, 512}; }
 ApiError refused(Endpoint e, const std::string& body, ServedModel m = served()) {
   try {
     parse_api_request(e, body, m, tiny_tok());
@@ -86,10 +86,6 @@ TEST_CASE("OpenAI requests: malformed bodies are refused with status and field")
   CHECK(refused(Endpoint::completions, R"({"model": "tiny", "prompt": "a", "seed": -1})").param == "seed");
   CHECK(refused(Endpoint::chat, R"({"model": "tiny", "messages": []})").param == "messages");
   CHECK(refused(Endpoint::chat, R"({"model": "tiny", "messages": [{"role": "tool", "content": "x"}]})").param == "messages");
-  ServedModel spec = served();
-  spec.speculative = true;
-  CHECK(refused(Endpoint::completions, R"({"model": "tiny", "prompt": "a"})", spec).param == "temperature");
-  CHECK(refused(Endpoint::completions, R"({"model": "tiny", "prompt": "a", "temperature": 0})", spec).message == "accepted");
   ServedModel small = served();
   small.max_prompt = 2;
   CHECK(refused(Endpoint::completions, R"({"model": "tiny", "prompt": "abc"})", small).param == "prompt");

@@ -91,3 +91,24 @@ TEST_CASE("flash trunk preset: N outside [1, 43] is refused naming the count") {
     CHECK(test::mentions(msg, "trunk layers = " + std::to_string(n), "[1, 43]"));
   }
 }
+
+TEST_CASE("flash trunk spec preset: dspark_* keys on the last trunk layers, no mtp.* written") {
+  for (int n : {1, 2, 4}) {
+    CAPTURE(n);
+    const ModelConfig c = flash_trunk_spec_preset(n);
+    CHECK_NOTHROW(validate_model_config(c));
+    REQUIRE(c.dspark.present);
+    CHECK(c.dspark.block_size == 5);
+    CHECK(c.dspark.noise_token_id == 128799);
+    const std::vector<int> targets = n == 1 ? std::vector<int>{0}
+                                     : n == 2 ? std::vector<int>{0, 1}
+                                              : std::vector<int>{1, 2, 3};
+    CHECK(c.dspark.target_layer_ids == targets);
+    CHECK(c.compress_ratios.size() == static_cast<size_t>(n) + targets.size());
+    const ModelConfig back = parse_model_config(model_config_json(c), "written config.json");
+    CHECK(back.dspark.target_layer_ids == targets);
+    CensusOptions none;
+    none.drafter_blocks = 0;  // what dsv4-mkckpt --dspark-keys writes
+    CHECK(census_bytes(tensor_census(c, none)) == census_bytes(tensor_census(flash_trunk_preset(n), {})));
+  }
+}

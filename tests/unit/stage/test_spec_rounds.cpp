@@ -4,11 +4,14 @@
 // plain sequential decode of the committed tokens; R-S7 rings vs a plain run writing a
 // ring row at every position), G8 forced rejection at every draft index, G9 budget
 // truncation and carry, G10 T = 1 rounds, the §5.5 accounting identities, and S6 stop
-// ids (the plain stream cut after its first stop id, the stop token not consumed).
+// ids (the plain stream cut after its first stop id, the stop token not consumed), and
+// spec_depth auto (each round's T from scripted confidences).
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "drafter_harness.h"
@@ -24,47 +27,6 @@ namespace {
 
 const std::vector<LayerRange> kOneStage{{0, 7}};
 const std::vector<LayerRange> kTwoStages{{0, 4}, {4, 7}};
-
-// The engine of one sequence in process: verify / commit on every stage of a DraftRun,
-// ring rows of committed positions in its DSpark drafter; proposals from `proposer`
-// (the DSpark drafter itself, or a replay drafter).
-class LocalEngine final : public SpecEngine {
- public:
-  LocalEngine(DraftRun& run, Drafter& proposer) : run_(run), proposer_(proposer) {}
-  Proposal propose(int32_t head, int64_t anchor) override {
-    ++proposals;
-    return proposer_.propose(head, anchor);
-  }
-  std::vector<int32_t> verify(const std::vector<int32_t>& x) override {
-    m0_ = run_.pipe.last().pos();
-    const std::vector<float> logits = run_.pipe.verify(x);
-    std::vector<int32_t> a(x.size());
-    run_.ops.argmax(logits.data(), static_cast<int>(x.size()), run_.cfg.vocab_size, a.data());
-    return a;
-  }
-  void commit(int n) override {
-    run_.pipe.commit(n);
-    run_.drafter.write_rings(run_.tap_rows(n), m0_, n);
-  }
-  size_t proposals = 0;
-
- private:
-  DraftRun& run_;
-  Drafter& proposer_;
-  int64_t m0_ = 0;
-};
-
-// Plain greedy (§6.1): the prefill argmax, then n_new - 1 single-row decode steps.
-std::vector<int32_t> plain_greedy(DraftRun& run, const std::vector<int32_t>& prompt, int64_t n_new) {
-  std::vector<int32_t> out{run.start(prompt)};
-  while (static_cast<int64_t>(out.size()) < n_new) {
-    const std::vector<float> logits = run.pipe.decode(out.back());
-    int32_t t = 0;
-    run.ops.argmax(logits.data(), 1, run.cfg.vocab_size, &t);
-    out.push_back(t);
-  }
-  return out;
-}
 
 // §5.5 accounting identities of a finished run; S6: a run that stopped at an accepted
 // draft x[j] records emitted = j + 1 <= 1 + accepts in its last round, one that stopped at
@@ -118,6 +80,9 @@ struct Case {
   bool replay = false;
   const std::vector<LayerRange>* ranges = &kOneStage;
   std::vector<int32_t> stop_ids;  // S6
+  std::vector<std::vector<float>> confidence;  // replay drafter: scripted confidences
+  int64_t accept_len_milli = 0;                // replay drafter: scripted acceptance length
+  const VerifyCosts* auto_depth = nullptr;     // spec_depth auto
 };
 
 // S6 in plain greedy: the stream up to and including its first stop id.
@@ -134,13 +99,13 @@ SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
   const ModelConfig& c = ckpt.config();
   const int64_t p0 = static_cast<int64_t>(k.prompt.size());
   DraftRun greedy(ckpt, ops, *k.ranges);
-  const std::vector<int32_t> full = plain_greedy(greedy, k.prompt, k.n_new);
+  const std::vector<int32_t> full = plain_stream(greedy, k.prompt, k.n_new);
   const std::vector<int32_t> expect = cut_at_stop(full, k.stop_ids);
 
   DraftRun spec(ckpt, ops, *k.ranges), ref(ckpt, ops, *k.ranges);
   std::vector<int32_t> recorded = k.prompt;
   recorded.insert(recorded.end(), full.begin(), full.end());
-  ReplayDrafter replay(recorded, k.corrupt, c.dspark.block_size, c.vocab_size,
+  ReplayDrafter replay(recorded, {k.corrupt, k.confidence, k.accept_len_milli}, c.dspark.block_size, c.vocab_size,
                        static_cast<int32_t>(c.dspark.noise_token_id));
   LocalEngine engine(spec, k.replay ? static_cast<Drafter&>(replay) : spec.drafter);
   const int32_t head = spec.start(k.prompt);
@@ -152,6 +117,7 @@ SpecResult run_case(Checkpoint& ckpt, Ops& ops, const Case& k) {
   opt.depth_cap = k.depth_cap;
   opt.tmax = c.dspark.block_size + 1;
   opt.stop_ids = k.stop_ids;
+  opt.auto_depth = k.auto_depth;
   opt.on_round = [&](const SpecRound&, const SpecResult& so_far) {
     // The reference consumes the same committed tokens one plain step at a time (after
     // the final commit of a stopped run: every token but the stop).
@@ -360,4 +326,76 @@ TEST_CASE("S6 stop ids outside [0, V) are refused by key") {
   }
   req.stop_ids = {0, 63};
   CHECK_NOTHROW(check_admission(req, 16, 64));
+}
+
+// spec_depth auto (stage/depth_schedule.h) end to end: the replay drafter's scripted
+// confidence groups (proposal k uses group k mod 5) choose each round's t_cap by the
+// rule, whatever the drafts' fate; greedy identity and state identity hold after every
+// round at every chosen T (run_case), with full acceptance and with rejections.
+TEST_CASE("spec_depth auto: scripted confidences set each round's T by the rule; identity holds") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const ModelConfig& c = ckpt.config();
+  const VerifyCosts costs = builtin_verify_costs();
+  auto logit = [](double p) { return static_cast<float>(std::log(p / (1 - p))); };
+  auto all = [&](double p) { return std::vector<float>(c.dspark.block_size, logit(p)); };
+  // Under the built-in table (worked in test_depth_schedule.cpp): every draft at 0.9 ->
+  // T = 6, 0.5 -> 4, 0.05 -> 2, 0.01 -> 1; 0.95, 0.95, 0.03, 0.5, 0.5 -> 3.
+  const std::vector<std::vector<float>> groups{
+      all(0.9), all(0.5), all(0.05), all(0.01), {logit(0.95), logit(0.95), logit(0.03), 0, 0}};
+  const int expected[] = {6, 4, 2, 1, 3};
+  const auto ps = prompts(c.vocab_size);
+  for (const std::vector<int>& corrupt : {std::vector<int>{}, std::vector<int>{2}}) {
+    for (const auto& ranges : {&kOneStage, &kTwoStages}) {
+      Case k;
+      k.prompt = ps[corrupt.empty() ? 5 : 11];
+      k.n_new = 40;
+      k.replay = true;
+      k.corrupt = corrupt;
+      k.confidence = groups;
+      k.auto_depth = &costs;
+      k.ranges = ranges;
+      CAPTURE(corrupt.size());
+      const SpecResult r = run_case(ckpt, *ops, k);
+      std::set<int> depths;
+      for (size_t i = 0; i < r.rounds.size(); ++i) {
+        const SpecRound& rd = r.rounds[i];
+        if (rd.t_batch == 0) continue;
+        CAPTURE(i);
+        CHECK(rd.t_cap == expected[i % 5]);
+        depths.insert(rd.t_batch);
+        if (corrupt.empty()) CHECK(rd.accepts == rd.t_batch - 1);
+      }
+      CHECK(depths.size() >= 4);
+    }
+  }
+}
+
+// Part 4 of issue 15: the replay drafter's accept_len X gives rounds of floor(X) or
+// ceil(X) emitted tokens whose mean over the full-depth rounds is within 1 / n of X,
+// with greedy and state identity (run_case), for the bands 2.8, 3.5 and 5.7.
+TEST_CASE("replay accept_len 2.8, 3.5, 5.7: mean tokens per round at full depth; identity holds") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const ModelConfig& c = ckpt.config();
+  const auto ps = prompts(c.vocab_size);
+  for (const int64_t milli : {2800, 3500, 5700}) {
+    Case k;
+    k.prompt = ps[3];  // 5 tokens
+    k.n_new = kMaxSeq - 5;
+    k.replay = true;
+    k.accept_len_milli = milli;
+    k.ranges = milli == 3500 ? &kTwoStages : &kOneStage;
+    CAPTURE(milli);
+    const SpecResult r = run_case(ckpt, *ops, k);
+    int full = 0, emitted = 0;
+    for (const SpecRound& rd : r.rounds) {
+      if (rd.t_batch == 0 || rd.t_batch < rd.t_cap) continue;  // budget-truncated
+      CHECK((rd.emitted == milli / 1000 || rd.emitted == (milli + 999) / 1000));
+      ++full;
+      emitted += rd.emitted;
+    }
+    REQUIRE(full >= 8);
+    CHECK(std::abs(1000.0 * emitted / full - static_cast<double>(milli)) <= 1000.0 / full);
+  }
 }
