@@ -20,6 +20,7 @@
 
 #include "kernels/ops.h"
 #include "kernels/timed_ops.h"
+#include "launcher/tool_args.h"
 #include "model/checkpoint.h"
 #include "base/error.h"
 #include "model/presets.h"
@@ -110,17 +111,9 @@ int run(int argc, char** argv) {
       ("json", "write the rows to FILE (bench/README.md schema)", cxxopts::value<std::string>())
       ("label", "free text recorded in the JSON (commit, machine)", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help");
-  cxxopts::ParseResult args;
-  try {
-    args = opts.parse(argc, argv);
-  } catch (const cxxopts::exceptions::exception& e) {
-    throw Error(cat(e.what(), " (see --help)"));
-  }
-  if (args.count("help")) {
-    std::cout << opts.help() << "\n";
-    return 0;
-  }
-  if (!args.unmatched().empty()) throw Error(cat("unexpected argument '", args.unmatched().front(), "' (see --help)"));
+  const std::optional<cxxopts::ParseResult> parsed = parse_tool_args(opts, argc, argv);
+  if (!parsed) return 0;
+  const cxxopts::ParseResult& args = *parsed;
   const int steps = args["steps"].as<int>(), warmup = args["warmup"].as<int>();
   if (steps < 1 || warmup < 0) throw Error("--steps must be >= 1 and --warmup >= 0");
   const std::vector<int64_t> contexts = int_list(args["contexts"].as<std::string>(), "--contexts");
@@ -319,11 +312,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "dsv4-bench-decode: error: " << e.what() << "\n";
-    return 2;
-  }
-}
+int main(int argc, char** argv) { return dsv4::tool_main("dsv4-bench-decode", run, argc, argv); }

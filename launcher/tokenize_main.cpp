@@ -77,11 +77,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "dsv4-tokenize: error: " << e.what() << "\n";
-    return 2;
-  }
-}
+int main(int argc, char** argv) { return dsv4::tool_main("dsv4-tokenize", run, argc, argv); }

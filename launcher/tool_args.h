@@ -1,5 +1,5 @@
 // The command-line parse of the small tools (dsv4-mkckpt, dsv4-tokenize,
-// dsv4-step-bytes): cxxopts errors and stray arguments become an Error naming them;
+// dsv4-step-bytes, dsv4-bench-decode): cxxopts errors and stray arguments become an Error naming them;
 // --help prints the options.
 #pragma once
 #include <cxxopts.hpp>
@@ -26,6 +26,16 @@ inline std::optional<cxxopts::ParseResult> parse_tool_args(cxxopts::Options& opt
   if (!args.unmatched().empty())
     throw Error(cat("unexpected argument '", args.unmatched().front(), "' (see --help)"));
   return args;
+}
+
+// The main() of a small tool: run(argc, argv), or "NAME: error: ..." on stderr and exit 2.
+inline int tool_main(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << name << ": error: " << e.what() << "\n";
+    return 2;
+  }
 }
 
 }  // namespace dsv4
