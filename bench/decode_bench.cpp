@@ -189,16 +189,18 @@ int run(int argc, char** argv) {
   FBuf taps = ops->alloc(verify ? rows_cap * cfg.dspark.target_layer_ids.size() * cfg.hidden_size : 1);
   std::vector<int32_t> next(static_cast<size_t>(rows_cap), 17);
   auto valid = [&](int32_t t) { return t >= 0 && t < V ? t : 17; };
+  // One plain step as rank 0 waits for it: the layers, the head, the argmax on the host.
+  auto plain_step = [&](Stage& stage, Ops& o) {
+    stage.decode(valid(next[0]), h.data(), nullptr);
+    stage.head_logits(h.data(), 1, logits.data());
+    o.argmax(logits.data(), 1, V, next.data());
+  };
 
   std::vector<Row> rows;
   std::map<int64_t, double> plain_ms;
   for (int64_t p : contexts) {
     plain.fill_for_benchmark(p, 0xC0FFEEu + p);
-    const auto ms = time_steps(warmup, steps, [&] {
-      plain.decode(valid(next[0]), h.data(), nullptr);
-      plain.head_logits(h.data(), 1, logits.data());
-      ops->argmax(logits.data(), 1, V, next.data());
-    });
+    const auto ms = time_steps(warmup, steps, [&] { plain_step(plain, *ops); });
     Row r;
     r.kind = "plain";
     r.context = p;
@@ -211,11 +213,7 @@ int run(int argc, char** argv) {
   if (verify) {
     if (!plain_ms.count(verify_ctx)) {
       plain.fill_for_benchmark(verify_ctx, 0xC0FFEEu + verify_ctx);
-      plain_ms[verify_ctx] = median(time_steps(warmup, steps, [&] {
-        plain.decode(valid(next[0]), h.data(), nullptr);
-        plain.head_logits(h.data(), 1, logits.data());
-        ops->argmax(logits.data(), 1, V, next.data());
-      }));
+      plain_ms[verify_ctx] = median(time_steps(warmup, steps, [&] { plain_step(plain, *ops); }));
     }
     for (int64_t t : verify_rows) {
       spec_stage->fill_for_benchmark(verify_ctx, 0xBEEFu + t);
@@ -247,9 +245,7 @@ int run(int argc, char** argv) {
     timed.set_active(false);
     for (int i = 0; i < warmup + steps; ++i) {
       timed.set_active(i >= warmup);
-      profiled.decode(valid(next[0]), h.data(), nullptr);
-      profiled.head_logits(h.data(), 1, logits.data());
-      timed.argmax(logits.data(), 1, V, next.data());
+      plain_step(profiled, timed);
       if (i >= warmup) timed.count_step();
     }
     std::printf("op profile of plain steps at context %lld (every op synchronized):\n%s\n",
