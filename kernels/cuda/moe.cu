@@ -96,37 +96,53 @@ __device__ void load_run(const float* x, int len, bool act_bf16, float (&a)[kFp4
 }
 
 // Output n of the NW projections w (one warp) on the activation row x [K]. Lane l owns the
-// 32-element runs l, l+32, ... (one 16-byte load of packed nibbles each) and sums each run's
-// products in ascending k. Native (xs = the row's per-128 scales; §4.23 arm B, D4): each run
-// is one FP4 K-block, its partial sum is multiplied by xs[c0/128] and the lane accumulates
-// its blocks in ascending b. L-bf16 (xs null): one running f32 sum per lane in ascending k.
-// Then the fixed butterfly. Nothing depends on the slot or row count (SPECDECODE.md §6.3).
+// 32-element runs l, l+32, ... (one 16-byte load of packed nibbles each; kAhead runs of every
+// projection are loaded before the first is used, so NW * kAhead loads are in flight) and
+// sums each run's products in ascending k. Native (xs = the row's per-128 scales; §4.23 arm
+// B, D4): each run is one FP4 K-block, its partial sum is multiplied by xs[c0/128] and the
+// lane accumulates its blocks in ascending b. L-bf16 (xs null): one running f32 sum per lane
+// in ascending k. Then the fixed butterfly. Nothing depends on the slot or row count
+// (SPECDECODE.md §6.3).
+constexpr int kAhead = 4;
+
 template <int NW>
 __device__ void expert_dots(const cuda::Fp4W (&w)[NW], int64_t n, const float* x, const float* xs,
                             int64_t K, bool act_bf16, float (&out)[NW]) {
   constexpr int kRun = cuda::Fp4W::kRun;
   static_assert(kRun == kFp4Block, "a run is one FP4 K-block");
+  constexpr int64_t kStep = int64_t{kRun} * cuda::kWarp;  // between a lane's runs
   float acc[NW];
 #pragma unroll
   for (int j = 0; j < NW; ++j) acc[j] = 0.0f;
-  for (int64_t c0 = int64_t{threadIdx.x % cuda::kWarp} * kRun; c0 < K; c0 += int64_t{kRun} * cuda::kWarp) {
-    const int len = K - c0 < kRun ? static_cast<int>(K - c0) : kRun;  // < kRun: L-bf16 tail only
-    float a[kRun];
-    load_run(x + c0, len, act_bf16, a);
+  for (int64_t base = int64_t{threadIdx.x % cuda::kWarp} * kRun; base < K; base += kStep * kAhead) {
+    uint32_t words[kAhead][NW][4];
 #pragma unroll
-    for (int j = 0; j < NW; ++j) {
-      float wv[kRun];
-      if (len == kRun) {
-        w[j].run(n, c0, wv);
-      } else {
+    for (int u = 0; u < kAhead; ++u)
 #pragma unroll
-        for (int i = 0; i < kRun; ++i) wv[i] = i < len ? w[j].at(n, c0 + i) : 0.0f;
+      for (int j = 0; j < NW; ++j)
+        if (base + u * kStep + kRun <= K) w[j].words(n, base + u * kStep, words[u][j]);
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t c0 = base + u * kStep;
+      if (c0 >= K) break;
+      const int len = K - c0 < kRun ? static_cast<int>(K - c0) : kRun;  // < kRun: L-bf16 tail only
+      float a[kRun];
+      load_run(x + c0, len, act_bf16, a);
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        float wv[kRun];
+        if (len == kRun) {
+          w[j].decode(words[u][j], n, c0, wv);
+        } else {
+#pragma unroll
+          for (int i = 0; i < kRun; ++i) wv[i] = i < len ? w[j].at(n, c0 + i) : 0.0f;
+        }
+        float p = xs ? 0.0f : acc[j];
+#pragma unroll
+        for (int i = 0; i < kRun; ++i)
+          if (i < len) p += a[i] * wv[i];
+        acc[j] = xs ? acc[j] + p * xs[c0 / kFp8Block] : p;
       }
-      float p = xs ? 0.0f : acc[j];
-#pragma unroll
-      for (int i = 0; i < kRun; ++i)
-        if (i < len) p += a[i] * wv[i];
-      acc[j] = xs ? acc[j] + p * xs[c0 / kFp8Block] : p;
     }
   }
 #pragma unroll
@@ -341,12 +357,12 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
     expert_down_kernel<<<down_grid, cuda::kGemvWarps * cuda::kWarp, 0, stream_>>>(a, slots, h, hs, ye);
     DSV4_CUDA_LAUNCH_CHECK();
     // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight).
-    gemv(sw1, 0, xc, H, H, act, sg, Is, Is, static_cast<int>(n_rows));
-    gemv(sw3, 0, xc, H, H, act, su, Is, Is, static_cast<int>(n_rows));
+    gemv_rows(sw1, xc, H, act, sg, Is, static_cast<int>(n_rows));
+    gemv_rows(sw3, xc, H, act, su, Is, static_cast<int>(n_rows));
     swiglu_kernel<<<cuda::blocks_for(n_rows * Is, kThreads), kThreads, 0, stream_>>>(
         sg, su, nullptr, n_rows, shared_inter, swiglu_limit, sh_h);
     DSV4_CUDA_LAUNCH_CHECK();
-    gemv(sw2, 0, sh_h, Is, Is, act, sh, H, H, static_cast<int>(n_rows));
+    gemv_rows(sw2, sh_h, Is, act, sh, H, static_cast<int>(n_rows));
     combine_kernel<<<cuda::blocks_for(n_rows * H, kThreads), kThreads, 0, stream_>>>(
         ye, sh, sel + row0 * k, n_rows, k, hidden, out + row0 * H);
     DSV4_CUDA_LAUNCH_CHECK();
