@@ -86,10 +86,13 @@ __device__ void publish(double* mat, const double (&v)[2], int n) {
 
 // The sum over entry i's row (by_rows) or column of mat, ascending index from 0.0: the CPU's
 // order (cpu_hc_split's softmax, normalize_rows / normalize_cols).
+// Unrolled to kMaxHc so the loads issue together.
 __device__ double line_sum(const double* mat, int i, int hc, bool by_rows) {
   const int j = i / hc, k = i % hc;
   double sum = 0.0;
-  for (int q = 0; q < hc; ++q) sum += mat[by_rows ? j * hc + q : q * hc + k];
+#pragma unroll
+  for (int q = 0; q < kMaxHc; ++q)
+    if (q < hc) sum += mat[by_rows ? j * hc + q : q * hc + k];
   return sum;
 }
 
@@ -133,7 +136,9 @@ __device__ void hc_split_row(const double* raw, double rs, int64_t t, int hc, co
     const int i = lane + r * cuda::kWarp;
     if (i >= n) continue;
     double zmax = -INFINITY;
-    for (int q = 0; q < hc; ++q) zmax = fmax(zmax, mat[(i / hc) * hc + q]);
+#pragma unroll
+    for (int q = 0; q < kMaxHc; ++q)
+      if (q < hc) zmax = fmax(zmax, mat[(i / hc) * hc + q]);
     e[r] = exp(v[r] - zmax);
   }
   publish(mat, e, n);
