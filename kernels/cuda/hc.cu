@@ -19,8 +19,10 @@ constexpr int kMaxHc = 8;
 constexpr int kMaxSums = (2 + kMaxHc) * kMaxHc + 1;  // the mixes and the sum of squares
 constexpr int kSlice = 128;                          // columns of one mix partial
 constexpr int kPerLane = kSlice / cuda::kWarp;
-constexpr int kRowTile = 8;        // rows of a mix-partial block (the weights are loaded once)
+constexpr int kRowTile = 8;        // rows of h a mix-partial block stages at a time
 constexpr int kMaxThreads = 1024;  // one warp per sum where it fits
+constexpr int kMaxWarps = kMaxThreads / cuda::kWarp;
+constexpr int kSumsPerWarp = (kMaxSums + kMaxWarps - 1) / kMaxWarps;
 
 void require_numel(const TensorView& t, int64_t n, const char* what) {
   if (t.numel() != n)
@@ -29,39 +31,47 @@ void require_numel(const TensorView& t, int64_t n, const char* what) {
 
 int64_t slices_of(int64_t width) { return (width + kSlice - 1) / kSlice; }
 
-// One warp per sum j (warp-strided when m + 1 > 32 warps), blocks over (slice, row tile):
-// part[(t * (m+1) + j) * slices + s] = sum over the slice's columns k of h[t,k] fn[j,k] for
-// j < m, of h[t,k]^2 for j = m. Lane l takes columns l, l+32, l+64, l+96 of the slice in
-// ascending order, then the butterfly; f64 (the f32 products are exact in f64, §4.4 step 1
-// as the CPU's f64 mixes). The weights of a lane are loaded once for the tile's rows.
+// Blocks over (slice, row tile), warp w owning the sums j = w, w + warps, ... (warps =
+// min(m + 1, 32)): part[(t * (m+1) + j) * slices + s] = sum over the slice's columns k of
+// h[t,k] fn[j,k] for j < m, of h[t,k]^2 for j = m. Lane l takes columns l, l+32, l+64, l+96
+// of the slice in ascending order, then the butterfly; f64 (the f32 products are exact in
+// f64; §4.4 step 1 as the CPU's f64 mixes). The warp's fn values are loaded once, before
+// the h tile (one global read of h per block, then shared).
 __global__ void __launch_bounds__(kMaxThreads)
 hc_mix_partial_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW fn, int m, double* part) {
+  __shared__ float tile[kRowTile * kSlice];  // h[t0 + r, slice columns]
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int warps = blockDim.x / cuda::kWarp;
   const int64_t slices = gridDim.x, s = blockIdx.x;
+  float w[kSumsPerWarp][kPerLane];
+#pragma unroll
+  for (int q = 0; q < kSumsPerWarp; ++q)
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int j = warp + q * warps;
+      const int64_t k = s * kSlice + i * cuda::kWarp + lane;
+      w[q][i] = j < m && k < width ? fn.at(j * width + k) : 0.0f;
+    }
   for (int64_t t0 = int64_t{blockIdx.y} * kRowTile; t0 < rows; t0 += int64_t{gridDim.y} * kRowTile) {
-    float x[kRowTile][kPerLane];
+    __syncthreads();  // the previous tile is read
+    for (int e = threadIdx.x; e < kRowTile * kSlice; e += blockDim.x) {
+      const int64_t t = t0 + e / kSlice, k = s * kSlice + e % kSlice;
+      tile[e] = t < rows && k < width ? h[t * width + k] : 0.0f;
+    }
+    __syncthreads();
 #pragma unroll
-    for (int r = 0; r < kRowTile; ++r)
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const int64_t k = s * kSlice + i * cuda::kWarp + lane;
-        x[r][i] = t0 + r < rows && k < width ? h[(t0 + r) * width + k] : 0.0f;
-      }
-    for (int j = warp; j <= m; j += warps) {  // warp-uniform
-      float w[kPerLane];
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const int64_t k = s * kSlice + i * cuda::kWarp + lane;
-        w[i] = j < m && k < width ? fn.at(j * width + k) : 0.0f;
-      }
+    for (int q = 0; q < kSumsPerWarp; ++q) {
+      const int j = warp + q * warps;
+      if (j > m) break;  // warp-uniform
 #pragma unroll
       for (int r = 0; r < kRowTile; ++r) {
-        if (t0 + r >= rows) break;  // warp-uniform
+        if (t0 + r >= rows) break;  // block-uniform
         double p = 0.0;
 #pragma unroll
-        for (int i = 0; i < kPerLane; ++i)
-          p += static_cast<double>(x[r][i]) * static_cast<double>(j < m ? w[i] : x[r][i]);
+        for (int i = 0; i < kPerLane; ++i) {
+          const double x = tile[r * kSlice + i * cuda::kWarp + lane];
+          p += x * (j < m ? static_cast<double>(w[q][i]) : x);
+        }
         p = cuda::warp_sum(p);
         if (lane == 0) part[((t0 + r) * (m + 1) + j) * slices + s] = p;
       }
@@ -241,7 +251,7 @@ void launch_mix_collapse(cudaStream_t stream, const float* h, int s, int hc, int
                          const cuda::DenseW& fn, int m, double norm_eps, const SplitArgs& a,
                          double* part, float* y) {
   const int64_t width = static_cast<int64_t>(hc) * hidden, slices = slices_of(width);
-  const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxThreads / cuda::kWarp);
+  const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
   const dim3 mix_grid(static_cast<unsigned>(slices), cuda::grid_rows((s + kRowTile - 1) / kRowTile));
   hc_mix_partial_kernel<<<mix_grid, mix_threads, 0, stream>>>(h, s, width, fn, m, part);
   DSV4_CUDA_LAUNCH_CHECK();
