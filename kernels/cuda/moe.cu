@@ -1,4 +1,4 @@
-// MoE router and experts (MODEL.md §4.22-§4.24, D4, D10, D16). Every (row, slot) is
+// MoE experts (MODEL.md §4.23-§4.24, D4, D16; the router is route.cu). Every (row, slot) is
 // computed on its own with the GEMV family's fixed order, so a row's result does not
 // depend on the other rows (SPECDECODE.md §6.3); the combine adds the row's experts in
 // ascending id, then the shared expert, as the CPU reference.
@@ -19,48 +19,7 @@ constexpr int kFp4Block = 32;   // §4.23 FP4GEMM K-block
 constexpr int kMaxK = 16;       // experts per token
 constexpr int kMoeChunk = 256;  // rows per pass, bounds the scratch
 
-__device__ float softplus(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 __device__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
-
-// §4.22 steps 2-4 for one row per block. logits [rows, E]; hash_sel [rows, k] (host
-// tid2eid rows) or null for score routing by (sc + bias desc, id asc).
-__global__ void route_kernel(const float* logits, int rows, int n_experts, int k, cuda::DenseW bias,
-                             const int32_t* hash_sel, float route_scale, int32_t* sel, float* wt) {
-  extern __shared__ float sc[];  // [E]
-  for (int t = blockIdx.x; t < rows; t += gridDim.x) {
-    __syncthreads();
-    for (int e = threadIdx.x; e < n_experts; e += blockDim.x)
-      sc[e] = sqrtf(softplus(logits[static_cast<int64_t>(t) * n_experts + e]));
-    __syncthreads();
-    if (threadIdx.x != 0) continue;
-    int32_t pick[kMaxK];
-    for (int j = 0; j < k; ++j) {
-      if (hash_sel) {
-        pick[j] = hash_sel[static_cast<int64_t>(t) * k + j];
-        continue;
-      }
-      int best = -1;
-      float best_b = 0.0f;
-      for (int e = 0; e < n_experts; ++e) {
-        bool taken = false;
-        for (int i = 0; i < j; ++i) taken = taken || pick[i] == e;
-        if (taken) continue;
-        const float b = sc[e] + bias.at(e);
-        if (best < 0 || b > best_b) {  // ascending e: ties keep the lower id
-          best = e;
-          best_b = b;
-        }
-      }
-      pick[j] = best;
-    }
-    float sum = 0.0f;  // unbiased scores, S in slot order
-    for (int j = 0; j < k; ++j) sum += sc[pick[j]];
-    for (int j = 0; j < k; ++j) {
-      sel[static_cast<int64_t>(t) * k + j] = pick[j];
-      wt[static_cast<int64_t>(t) * k + j] = (sc[pick[j]] / sum) * route_scale;
-    }
-  }
-}
 
 // §4.9 as values, one warp per (row, 128-block): q [rows, K] (may alias x), s [rows, K/128].
 __global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, float* q, float* s) {
@@ -258,43 +217,6 @@ const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, in
   }
   *inter = it->second.inter;
   return static_cast<const cuda::ExpertW*>(it->second.table.ptr);
-}
-
-void CudaOps::route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
-                    int n_experts, int k, float route_scale, int32_t* sel, float* wt) {
-  if (b.gate_weight.shape != std::vector<int64_t>{n_experts, hidden})
-    throw Error(cat("route: layer ", b.layer_id, " ", b.gate_weight.name, " must be [", n_experts,
-                    ", ", hidden, "]"));
-  if (k <= 0 || k > n_experts || k > kMaxK)
-    throw Error(cat("route: layer ", b.layer_id, " experts per token ", k, " outside [1, ",
-                    std::min(n_experts, kMaxK), "]"));
-  const bool hash = !b.tid2eid.empty();
-  if (!hash && !b.gate_bias)
-    throw Error(cat("route: layer ", b.layer_id, " is score-routed but has no gate bias"));
-  if (rows == 0) return;
-  std::vector<int32_t> hash_rows;
-  if (hash) {  // §4.22 step 3, hash layers: the stored tid2eid rows, gathered on the host
-    const int64_t vocab = static_cast<int64_t>(b.tid2eid.size()) / k;
-    DSV4_CHECK(vocab * k == static_cast<int64_t>(b.tid2eid.size()), "tid2eid size ",
-               b.tid2eid.size(), " k ", k);
-    hash_rows.resize(static_cast<size_t>(rows) * k);
-    for (int t = 0; t < rows; ++t) {
-      if (ids[t] < 0 || ids[t] >= vocab)
-        throw Error(cat("route: layer ", b.layer_id, " token id ", ids[t], " at row ", t,
-                        " outside the tid2eid table of ", vocab, " rows"));
-      std::copy_n(b.tid2eid.data() + static_cast<size_t>(ids[t]) * k, k,
-                  hash_rows.data() + static_cast<size_t>(t) * k);
-    }
-  }
-  activate();
-  float* logits = scratch_f32(Slot::f32_a, static_cast<size_t>(rows) * n_experts);
-  linear_island(b.gate_weight, x, rows, logits);  // step 1
-  const cuda::DenseW bias = hash ? cuda::DenseW{} : dense(*b.gate_bias, n_experts);
-  const int32_t* d_hash = hash ? stage_i32(Slot::host_args, hash_rows.data(), hash_rows.size()) : nullptr;
-  const unsigned blocks = static_cast<unsigned>(rows > 65535 ? 65535 : rows);
-  route_kernel<<<blocks, 128, n_experts * sizeof(float), stream_>>>(logits, rows, n_experts, k, bias,
-                                                                   d_hash, route_scale, sel, wt);
-  DSV4_CUDA_LAUNCH_CHECK();
 }
 
 void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
