@@ -7,8 +7,11 @@
 // (16 FP8 codes, 8 BF16 or 4 F32 values per 128-bit load), U chunks ahead so U*NO loads are
 // in flight per lane; each chunk is decoded once (FP8 by the hardware e4m3x2 -> f16x2
 // conversion, exact) and used for all R rows, so a verify round of R rows reads the weight
-// once. Per (row, output) the lane accumulates its chunks in ascending k with one fmaf per
-// element; the lanes combine by a fixed butterfly and the splits in ascending order.
+// once. Per (row, output) and chunk the lane sums the two halves of the chunk in two chains
+// (ascending k, fmaf) on the unscaled values, adds them and accumulates (lo + hi) * scale
+// over its chunks in ascending k (the FP8 block scale is a power of two, so scaling the
+// chunk's sum equals summing scaled products); the lanes combine by a fixed butterfly and
+// the splits in ascending order.
 // `splits` is chosen from the weight's shape alone (enough warps to fill the machine), and
 // the per-row arithmetic does not depend on R or on the other rows, so a row of a T-row
 // call is bit-identical to the same row alone (SPECDECODE.md §6.3 R-I3).
@@ -75,15 +78,17 @@ struct Fp8Chunks {  // §3.4: e4m3(code) * e8m0(block scale); a chunk lies in on
   static constexpr int kVec = 16;
   Fp8W w;
   __device__ uint4 raw(int64_t r, int64_t c0) const { return load_chunk(w.codes + r * w.cols + c0); }
-  __device__ void decode(const uint4& q, int64_t r, int64_t c0, float (&f)[kVec]) const {
-    const float s = e8m0_to_f32(__ldg(w.scales + (r >> 7) * w.scale_cols + (c0 >> 7)));
+  __device__ float scale(int64_t r, int64_t c0) const {
+    return e8m0_to_f32(__ldg(w.scales + (r >> 7) * w.scale_cols + (c0 >> 7)));
+  }
+  __device__ void decode(const uint4& q, float (&f)[kVec]) const {  // unscaled e4m3 values
     const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < kVec / 2; ++i) {  // two codes per conversion, low byte first
       const auto pair = static_cast<__nv_fp8x2_storage_t>(words[i / 2] >> (16 * (i % 2)));
       const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
-      f[2 * i] = v.x * s;
-      f[2 * i + 1] = v.y * s;
+      f[2 * i] = v.x;
+      f[2 * i + 1] = v.y;
     }
   }
 };
@@ -92,7 +97,8 @@ struct Bf16Chunks {
   const uint16_t* p;
   int64_t cols;
   __device__ uint4 raw(int64_t r, int64_t c0) const { return load_chunk(p + r * cols + c0); }
-  __device__ void decode(const uint4& q, int64_t, int64_t, float (&f)[kVec]) const {
+  __device__ float scale(int64_t, int64_t) const { return 1.0f; }
+  __device__ void decode(const uint4& q, float (&f)[kVec]) const {
     const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
     for (int i = 0; i < kVec; ++i) f[i] = bf16_to_f32(static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
@@ -103,7 +109,8 @@ struct F32Chunks {
   const float* p;
   int64_t cols;
   __device__ uint4 raw(int64_t r, int64_t c0) const { return load_chunk(p + r * cols + c0); }
-  __device__ void decode(const uint4& q, int64_t, int64_t, float (&f)[kVec]) const {
+  __device__ float scale(int64_t, int64_t) const { return 1.0f; }
+  __device__ void decode(const uint4& q, float (&f)[kVec]) const {
     f[0] = __uint_as_float(q.x);
     f[1] = __uint_as_float(q.y);
     f[2] = __uint_as_float(q.z);
@@ -148,10 +155,13 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_chunk_kernel(C w, GemvArgs 
     for (int u = 0; u < U; ++u) {
       const int64_t c0 = (base + u * stride) * kVec;
       if (base + u * stride >= chunks) break;
-      float wv[NO][kVec];
+      float wv[NO][kVec], ws[NO];
 #pragma unroll
       for (int o = 0; o < NO; ++o)
-        if (live[o]) w.decode(raw[u][o], wrow + o, c0, wv[o]);
+        if (live[o]) {
+          w.decode(raw[u][o], wv[o]);
+          ws[o] = w.scale(wrow + o, c0);
+        }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
@@ -168,9 +178,15 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_chunk_kernel(C w, GemvArgs 
 #pragma unroll
           for (int i = 0; i < kVec; ++i) xs[i] = bf16_round(xs[i]);
 #pragma unroll
-        for (int o = 0; o < NO; ++o)
+        for (int o = 0; o < NO; ++o) {
+          float lo = 0.0f, hi = 0.0f;  // two independent chains per chunk
 #pragma unroll
-          for (int i = 0; i < kVec; ++i) acc[r][o] = fmaf(xs[i], wv[o][i], acc[r][o]);
+          for (int i = 0; i < kVec / 2; ++i) {
+            lo = fmaf(xs[i], wv[o][i], lo);
+            hi = fmaf(xs[kVec / 2 + i], wv[o][kVec / 2 + i], hi);
+          }
+          acc[r][o] = fmaf(lo + hi, ws[o], acc[r][o]);
+        }
       }
     }
   }

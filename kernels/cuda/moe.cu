@@ -56,13 +56,42 @@ __device__ void load_run(const float* x, int len, bool act_bf16, float (&a)[kFp4
 
 // Output n of the NW projections w (one warp) on the activation row x [K]. Lane l owns the
 // 32-element runs l, l+32, ... (one 16-byte load of packed nibbles each; kAhead runs of every
-// projection are loaded before the first is used, so NW * kAhead loads are in flight) and
-// sums each run's products in ascending k. Native (xs = the row's per-128 scales; §4.23 arm
-// B, D4): each run is one FP4 K-block, its partial sum is multiplied by xs[c0/128] and the
-// lane accumulates its blocks in ascending b. L-bf16 (xs null): one running f32 sum per lane
-// in ascending k. Then the fixed butterfly. Nothing depends on the slot or row count
-// (SPECDECODE.md §6.3).
+// projection are loaded before the first is used, so NW * kAhead loads are in flight). A
+// run's dot is taken on the UNSCALED e2m1 values in four independent chains of 8 (ascending
+// k inside each; the chains are what keeps the FMA pipes busy), combined as (c0 + c1) and
+// (c2 + c3) and scaled once per scale group: MXFP4 ((c0 + c1) + (c2 + c3)) * e8m0, NVFP4
+// (c0 + c1) * sv0 + (c2 + c3) * sv1 with sv = e4m3(sb) * s2 (§3.6, §3.7; a power-of-two
+// e8m0 scale commutes with the rounding). Native (xs = the row's per-128 scales; §4.23 arm
+// B, D4): the run's sum is multiplied by xs[c0/128]; the lane adds its runs in ascending k
+// (L-bf16: xs null, no activation scale). Then the fixed butterfly. Nothing depends on the
+// slot or row count (SPECDECODE.md §6.3).
 constexpr int kAhead = 4;
+
+// f[i] = e2m1 value of nibble i of `word` (element 8*word_index + i of a run).
+__device__ inline void e2m1_word(uint32_t word, float (&f)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] = e2m1_to_f32(static_cast<uint8_t>((word >> (4 * i)) & 0xFu));
+}
+
+// The run's dot of x[c0 .. c0 + 32) with the projection's unscaled values, scaled (see above).
+__device__ inline float run_dot(const cuda::Fp4W& w, const uint32_t (&words)[4], int64_t n, int64_t c0,
+                                const float (&a)[kFp4Block]) {
+  float c[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    float f[8];
+    e2m1_word(words[q], f);
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc = fmaf(a[8 * q + i], f[i], acc);
+    c[q] = acc;
+  }
+  const uint8_t* sp = w.scales + n * (w.cols / w.group) + c0 / w.group;
+  if (w.nv)
+    return fmaf(c[2] + c[3], e4m3_to_f32(__ldg(sp + 1)) * w.scale_2,
+                (c[0] + c[1]) * (e4m3_to_f32(__ldg(sp)) * w.scale_2));
+  return ((c[0] + c[1]) + (c[2] + c[3])) * e8m0_to_f32(__ldg(sp));
+}
 
 template <int NW>
 __device__ void expert_dots(const cuda::Fp4W (&w)[NW], int64_t n, const float* x, const float* xs,
@@ -89,18 +118,14 @@ __device__ void expert_dots(const cuda::Fp4W (&w)[NW], int64_t n, const float* x
       load_run(x + c0, len, act_bf16, a);
 #pragma unroll
       for (int j = 0; j < NW; ++j) {
-        float wv[kRun];
+        float p;
         if (len == kRun) {
-          w[j].decode(words[u][j], n, c0, wv);
-        } else {
-#pragma unroll
-          for (int i = 0; i < kRun; ++i) wv[i] = i < len ? w[j].at(n, c0 + i) : 0.0f;
+          p = run_dot(w[j], words[u][j], n, c0, a);
+        } else {  // a partial run (K % 32 != 0, bf16 arm): element by element, scaled values
+          p = 0.0f;
+          for (int i = 0; i < len; ++i) p = fmaf(a[i], w[j].at(n, c0 + i), p);
         }
-        float p = xs ? 0.0f : acc[j];
-#pragma unroll
-        for (int i = 0; i < kRun; ++i)
-          if (i < len) p += a[i] * wv[i];
-        acc[j] = xs ? acc[j] + p * xs[c0 / kFp8Block] : p;
+        acc[j] = xs ? fmaf(p, xs[c0 / kFp8Block], acc[j]) : acc[j] + p;
       }
     }
   }
