@@ -8,8 +8,9 @@
 // Rank 0 queues each header for the ranks > 0 and runs its part; the ranks > 0 run their
 // queued headers in rank order when rank 0 waits for the head's result (recv_result) and
 // when the owner calls run_pending() after rank 0's part. So every rank finds its
-// boundary rows already sent by the rank before it; a wait that nothing can fill is an
-// error naming the ranks, never a hang, and an error of any rank reaches rank 0's caller.
+// boundary rows already sent by the rank before it; a wait that nothing can fill throws
+// an Error naming the ranks (where MPI would hang or throw PeerFailed), and an error of
+// any rank reaches rank 0's caller. A rank acting outside its role is a bug (DSV4_CHECK).
 // Rows cross as backend-to-backend copies, as a device-pointer transport moves them.
 #pragma once
 #include <deque>
@@ -76,8 +77,8 @@ class InProcessPlanes {
     OpResult recv_result() override {
       DSV4_CHECK(rank_ == 0, "only rank 0 receives results");
       p_.run_pending();
-      DSV4_CHECK(p_.result_, "rank 0 waits for a result the head rank ", p_.head(),
-                 " never sent");
+      if (!p_.result_)
+        throw Error(cat("rank 0 waits for a result the head rank ", p_.head(), " never sent"));
       OpResult res = std::move(*p_.result_);
       p_.result_.reset();
       return res;
@@ -102,8 +103,9 @@ class InProcessPlanes {
     }
     void recv(int src, const BoundaryPayload& pl) override {
       auto& queue = p_.rows_[static_cast<size_t>(rank_)];
-      DSV4_CHECK(src == rank_ - 1 && !queue.empty(), "rank ", rank_, " waits for rows rank ",
-                 src, " never sent");
+      DSV4_CHECK(src == rank_ - 1, "rank ", rank_, " receives rows from rank ", src,
+                 " (only from the previous rank)");
+      if (queue.empty()) throw Error(cat("rank ", rank_, " waits for rows rank ", src, " never sent"));
       Rows rows = std::move(queue.front());
       queue.pop_front();
       DSV4_CHECK(rows.h.size() == pl.h_floats && rows.taps.size() == (pl.taps ? pl.tap_floats : 0),
@@ -121,7 +123,8 @@ class InProcessPlanes {
   int head() const { return static_cast<int>(parts_.size()) - 1; }
   OpHeader take_header(int rank) {
     auto& queue = headers_.at(static_cast<size_t>(rank));
-    DSV4_CHECK(rank > 0 && !queue.empty(), "rank ", rank, " waits for a header rank 0 never sent");
+    DSV4_CHECK(rank > 0, "rank 0 receives no headers");
+    if (queue.empty()) throw Error(cat("rank ", rank, " waits for a header rank 0 never sent"));
     OpHeader h = std::move(queue.front());
     queue.pop_front();
     return h;
