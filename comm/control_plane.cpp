@@ -21,7 +21,7 @@ const char* op_kind_name(OpKind k) {
 
 namespace {
 // Messages are little-endian words of one machine family; both ends run this binary.
-class Writer {
+class MessageWriter {
  public:
   template <class T>
   void put(T v) { append(&v, sizeof(T)); }
@@ -39,9 +39,9 @@ class Writer {
   }
 };
 
-class Reader {
+class MessageReader {
  public:
-  explicit Reader(const std::vector<uint8_t>& b) : b_(b) {}
+  explicit MessageReader(const std::vector<uint8_t>& b) : b_(b) {}
   template <class T>
   T get() {
     T v;
@@ -71,7 +71,7 @@ class Reader {
 }  // namespace
 
 std::vector<uint8_t> encode_header(const OpHeader& h) {
-  Writer w;
+  MessageWriter w;
   w.put<int32_t>(static_cast<int32_t>(h.kind));
   w.put<int64_t>(h.seq);
   w.put<int64_t>(h.pos);
@@ -82,7 +82,7 @@ std::vector<uint8_t> encode_header(const OpHeader& h) {
 }
 
 OpHeader decode_header(const std::vector<uint8_t>& bytes) {
-  Reader r(bytes);
+  MessageReader r(bytes);
   OpHeader h;
   const auto kind = r.get<int32_t>();
   DSV4_CHECK(kind >= 0 && kind <= static_cast<int32_t>(OpKind::stop), "operation kind ", kind);
@@ -97,7 +97,7 @@ OpHeader decode_header(const std::vector<uint8_t>& bytes) {
 }
 
 std::vector<uint8_t> encode_result(const OpResult& res) {
-  Writer w;
+  MessageWriter w;
   w.put_vector(res.ids);
   w.put_vector(res.logits);
   w.put_vector(res.scores);
@@ -105,30 +105,13 @@ std::vector<uint8_t> encode_result(const OpResult& res) {
 }
 
 OpResult decode_result(const std::vector<uint8_t>& bytes) {
-  Reader r(bytes);
+  MessageReader r(bytes);
   OpResult res;
   res.ids = r.get_vector<int32_t>();
   res.logits = r.get_vector<float>();
   res.scores = r.get_vector<float>();
   r.finish();
   return res;
-}
-
-void ControlPlane::send_header(const OpHeader& h) {
-  DSV4_CHECK(ep_.rank() == 0, "only rank 0 sends operation headers");
-  const auto bytes = encode_header(h);
-  for (int r = 1; r < ep_.size(); ++r) ep_.send_message(r, kTagHeader, bytes);
-}
-
-OpHeader ControlPlane::recv_header() { return decode_header(ep_.recv_message(0, kTagHeader)); }
-
-void ControlPlane::send_result(const OpResult& res) {
-  DSV4_CHECK(ep_.rank() == head_rank(), "only the head rank returns results");
-  ep_.send_message(0, kTagResult, encode_result(res));
-}
-
-OpResult ControlPlane::recv_result() {
-  return decode_result(ep_.recv_message(head_rank(), kTagResult));
 }
 
 }  // namespace dsv4

@@ -1,14 +1,15 @@
-// The control plane (ARCHITECTURE.md "What crosses a boundary"): small MPI messages with
+// The control plane (ARCHITECTURE.md "What crosses a boundary"): small messages with
 // rank 0 as the root. Rank 0 sends each operation's header to every other rank; the
 // head rank returns what rank 0 needs (argmax ids, optionally logits rows). A commit
-// count travels as the header of a commit operation. Errors use the endpoint's failure
-// protocol. comm knows no model: ids and floats are opaque payload here.
+// count travels as the header of a commit operation. comm knows no model: ids and floats
+// are opaque payload here. Implementations: comm/mpi_control_plane.cpp (the ranks are
+// MPI processes; errors use the endpoint's failure protocol) and the stage tests'
+// in-process planes (tests/unit/stage/in_process_planes.h: every rank in one process).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
-
-#include "comm/mpi_endpoint.h"
 
 namespace dsv4 {
 
@@ -39,18 +40,18 @@ OpHeader decode_header(const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> encode_result(const OpResult& r);
 OpResult decode_result(const std::vector<uint8_t>& bytes);
 
+// One rank's end of the control plane. Every call blocks until its message is handed over
+// or has arrived; a wait whose sender failed throws (MPI: PeerFailed).
 class ControlPlane {
  public:
-  explicit ControlPlane(MpiEndpoint& ep) : ep_(ep) {}
-  int head_rank() const { return ep_.size() - 1; }
-
-  void send_header(const OpHeader& h);  // rank 0 -> every other rank
-  OpHeader recv_header();               // any rank > 0, from rank 0
-  void send_result(const OpResult& r);  // head rank -> rank 0
-  OpResult recv_result();               // rank 0, from the head rank
-
- private:
-  MpiEndpoint& ep_;
+  virtual ~ControlPlane() = default;
+  virtual void send_header(const OpHeader& h) = 0;  // rank 0 -> every other rank
+  virtual OpHeader recv_header() = 0;               // any rank > 0, from rank 0
+  virtual void send_result(const OpResult& r) = 0;  // head rank -> rank 0
+  virtual OpResult recv_result() = 0;               // rank 0, from the head rank
 };
+
+class MpiEndpoint;
+std::unique_ptr<ControlPlane> make_mpi_control_plane(MpiEndpoint& ep);
 
 }  // namespace dsv4

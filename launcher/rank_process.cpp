@@ -234,7 +234,7 @@ void load_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank, RankRuntim
 void connect_rank(const RunConfig& cfg, MpiEndpoint& ep, RankRuntime& rt,
                   std::shared_ptr<spdlog::logger> log) {
   if (ep.size() > 1) {
-    rt.control = std::make_unique<ControlPlane>(ep);
+    rt.control = make_mpi_control_plane(ep);
     rt.data = make_data_plane(cfg, ep, *rt.ops, rt.device,
                               max_payload_floats(rt.stage->spec(), rt.ckpt->config()), *log);
   }

@@ -152,6 +152,7 @@ OpResult Pipeline::execute(const OpHeader& header) {
   float* op_taps = header.kind == OpKind::commit ? round_taps_.data() : payload.taps;
   HeadOutput head = compute_operation(stage_, ops_, config_, header, payload.h, op_taps,
                                       keep_logits, spec.last() ? drafter_ : nullptr);
+  if (rows && spec.last() && hooks_.head_rows) hooks_.head_rows(header, payload);
 
   OpResult result;
   if (rows && !spec.last()) {

@@ -32,6 +32,10 @@ struct PipelineHooks {
   std::function<void(int op_index, const OpHeader&)> before_op;
   std::function<void(int op_index, const OpHeader&, double ms)> after_op;
   std::function<void(const BoundaryRecord&)> boundary;  // set: records are built
+  // Head rank, operations with rows: the rows its layers produced (h, taps; backend
+  // memory) once the head has scored them; the stage tests read every row's logits and
+  // the tap rows here.
+  std::function<void(const OpHeader&, const BoundaryPayload&)> head_rows;
 };
 
 // The head's answer for an operation: argmax of each row it scored, and the rows.

@@ -68,7 +68,7 @@ TEST_CASE("a TimedOps-wrapped run gives the plain run's logits bit for bit") {
   const int L = c.num_hidden_layers;
   const std::vector<int32_t> ids = random_tokens(kPrompt + kSteps, c.vocab_size, 9001);
   auto run = [&](Ops& ops) {
-    Pipeline p(ckpt, ops, {{0, L}}, kMaxSeq, false);
+    InProcessRun p(ckpt, ops, {{0, L}}, kMaxSeq, false);
     std::vector<float> got = p.prefill({ids.begin(), ids.begin() + kPrompt});
     for (int i = kPrompt; i < kPrompt + kSteps; ++i) {
       const std::vector<float> step = p.decode(ids[i]);

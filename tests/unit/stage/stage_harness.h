@@ -1,5 +1,5 @@
 // Shared helpers of the stage tests: the tiny fixture checkpoint, the CPU backend, and
-// a single- or multi-stage runner that returns host logits.
+// a single- or multi-stage run of the real Pipeline that returns host logits.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "kernels/ops.h"
 #include "model/checkpoint.h"
-#include "base/error.h"
+#include "stage/pipeline.h"
 #include "stage/stage.h"
+#include "tests/unit/stage/in_process_planes.h"
 
 namespace dsv4::test {
 
@@ -37,51 +39,79 @@ inline StageSpec stage_spec(int rank, int n_ranks, LayerRange layers, int64_t ma
   return s;
 }
 
-// A pipeline of stages in one process over one checkpoint and one CPU backend; the
-// boundary h (and taps) pass from stage to stage in place, as ARCHITECTURE.md's data
-// plane would carry them.
-class Pipeline {
+// The stages of a pipeline in one process over one checkpoint and one backend, each
+// rank driven by its real Pipeline (stage/pipeline.h): a single rank alone, more ranks
+// joined by the in-process planes. Each operation runs as the Coordinator runs it (the
+// header to every rank, then rank 0's part), then every other rank's part, so every
+// stage holds its state after the operation. The head's rows of the last operation are
+// kept for the tests: every row's logits (a prefill scores only its last row) and the
+// tap rows.
+class InProcessRun {
  public:
-  Pipeline(Checkpoint& ckpt, Ops& ops, const std::vector<LayerRange>& ranges,
-           int64_t max_seq, bool drafter)
+  // head_drafter: the head rank's drafter (proposals, primed rings, commit-time ring rows);
+  // `drafter` alone gives the stages their tap rows.
+  InProcessRun(Checkpoint& ckpt, Ops& ops, const std::vector<LayerRange>& ranges,
+               int64_t max_seq, bool drafter, Drafter* head_drafter = nullptr)
       : ops_(ops), cfg_(ckpt.config()) {
-    for (size_t r = 0; r < ranges.size(); ++r)
+    const int n = static_cast<int>(ranges.size());
+    for (int r = 0; r < n; ++r)
       stages_.push_back(std::make_unique<Stage>(
-          ckpt, ops, stage_spec(static_cast<int>(r), static_cast<int>(ranges.size()),
-                                ranges[r], max_seq, drafter)));
-    const size_t rows = static_cast<size_t>(max_seq);
-    h_ = ops.alloc(rows * cfg_.hc_mult * cfg_.hidden_size);
-    logits_ = ops.alloc(rows * cfg_.vocab_size);
-    n_targets_ = drafter ? cfg_.dspark.target_layer_ids.size() : 0;
-    if (drafter) taps_ = ops.alloc(rows * n_targets_ * cfg_.hidden_size);
+          ckpt, ops, stage_spec(r, n, ranges[static_cast<size_t>(r)], max_seq, drafter)));
+    if (n > 1) planes_ = std::make_unique<InProcessPlanes>(ops, n);
+    for (int r = 0; r < n; ++r) {
+      PipelineHooks hooks;
+      if (r == n - 1)
+        hooks.head_rows = [this](const OpHeader& h, const BoundaryPayload& p) { keep(h, p); };
+      pipelines_.push_back(std::make_unique<Pipeline>(
+          *stages_[static_cast<size_t>(r)], ops, cfg_, planes_ ? &planes_->control(r) : nullptr,
+          planes_ ? &planes_->data(r) : nullptr, std::move(hooks),
+          r == n - 1 ? head_drafter : nullptr));
+      if (r > 0) planes_->attach(r, [p = pipelines_.back().get()](const OpHeader& h) { p->execute(h); });
+    }
   }
 
   Stage& stage(size_t i) { return *stages_.at(i); }
   Stage& last() { return *stages_.back(); }
 
+  // One operation on every rank; rank 0's result (the head's argmax, logits when asked).
+  OpResult execute(const OpHeader& header) {
+    if (planes_) planes_->control(0).send_header(header);
+    OpResult result = pipelines_.front()->execute(header);
+    if (planes_) planes_->run_pending();
+    return result;
+  }
+  // An operation at the head stage's position (a proposal's is its anchor + 1).
+  OpResult execute(OpKind kind, std::vector<int32_t> ids, bool want_logits, int count = 0) {
+    OpHeader h;
+    h.kind = kind;
+    h.pos = kind == OpKind::prefill ? 0 : last().pos();
+    h.ids = std::move(ids);
+    h.count = count;
+    h.want_logits = want_logits;
+    return execute(h);
+  }
+
   // Logits [n, V] of every prompt row.
   std::vector<float> prefill(const std::vector<int32_t>& ids) {
-    for (auto& s : stages_) s->prefill(ids, h_.data(), taps_.data());
-    return logits(static_cast<int>(ids.size()));
+    execute(OpKind::prefill, ids, false);
+    return head_logits(static_cast<int>(ids.size()));
   }
   // Logits [V] of one decode step.
   std::vector<float> decode(int32_t token) {
-    for (auto& s : stages_) s->decode(token, h_.data(), taps_.data());
-    return logits(1);
+    return execute(OpKind::decode, {token}, true).logits;
   }
   // Logits [T, V] of a verify round (left open).
   std::vector<float> verify(const std::vector<int32_t>& ids) {
-    for (auto& s : stages_) s->verify(ids, h_.data(), taps_.data());
-    return logits(static_cast<int>(ids.size()));
+    return execute(OpKind::verify, ids, true).logits;
   }
-  void commit(int n) {
-    for (auto& s : stages_) s->commit(n);
-  }
-  // Host copy of tap rows [rows, n_targets, H].
+  void commit(int n) { execute(OpKind::commit, {}, false, n); }
+  void reset() { execute(OpKind::reset, {}, false); }
+  // Host copy of the last operation's tap rows [rows, n_targets, H] at the head.
   std::vector<float> taps(int rows) const {
-    std::vector<float> out(static_cast<size_t>(rows) * n_targets_ * cfg_.hidden_size);
-    ops_.download(out.data(), taps_.data(), out.size());
-    return out;
+    const size_t n = static_cast<size_t>(rows) * cfg_.dspark.target_layer_ids.size() *
+                     cfg_.hidden_size;
+    DSV4_CHECK(n <= head_taps_.size(), "the head kept ", head_taps_.size(), " tap floats");
+    return {head_taps_.begin(), head_taps_.begin() + static_cast<ptrdiff_t>(n)};
   }
   std::vector<CacheClass> cache_classes(bool whole) const {
     std::vector<CacheClass> all;
@@ -95,18 +125,28 @@ class Pipeline {
   }
 
  private:
-  std::vector<float> logits(int rows) {
-    last().head_logits(h_.data(), rows, logits_.data());
-    std::vector<float> out(static_cast<size_t>(rows) * cfg_.vocab_size);
-    ops_.download(out.data(), logits_.data(), out.size());
+  void keep(const OpHeader&, const BoundaryPayload& p) {
+    head_h_ = ops_.alloc(p.h_floats);
+    ops_.copy(head_h_.data(), p.h, p.h_floats);
+    head_taps_.assign(p.tap_floats, 0.0f);
+    if (p.taps) ops_.download(head_taps_.data(), p.taps, p.tap_floats);
+  }
+  // The head's logits of the first `rows` rows it kept.
+  std::vector<float> head_logits(int rows) {
+    FBuf logits = ops_.alloc(static_cast<size_t>(rows) * cfg_.vocab_size);
+    last().head_logits(head_h_.data(), rows, logits.data());
+    std::vector<float> out(logits.size());
+    ops_.download(out.data(), logits.data(), out.size());
     return out;
   }
 
   Ops& ops_;
   const ModelConfig& cfg_;
   std::vector<std::unique_ptr<Stage>> stages_;
-  FBuf h_, logits_, taps_;
-  size_t n_targets_ = 0;
+  std::unique_ptr<InProcessPlanes> planes_;  // more than one rank
+  std::vector<std::unique_ptr<Pipeline>> pipelines_;
+  FBuf head_h_;                   // the head's h of the last operation with rows
+  std::vector<float> head_taps_;  // its tap rows (host)
 };
 
 // Bitwise equality of float rows (memcmp: -0.0 and NaN compare by bits).

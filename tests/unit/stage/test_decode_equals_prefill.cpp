@@ -21,14 +21,14 @@ TEST_CASE("decode step p equals prefill row p (law 2)") {
   const int64_t V = ckpt.config().vocab_size;
   const std::vector<int32_t> ids = random_tokens(kTotal, V, 20240601);
 
-  Pipeline inc(ckpt, *ops, {{0, 7}}, kMaxSeq, false);
+  InProcessRun inc(ckpt, *ops, {{0, 7}}, kMaxSeq, false);
   std::vector<float> got = inc.prefill({ids.begin(), ids.begin() + kPrompt});
   for (int p = kPrompt; p < kTotal; ++p) {
     const std::vector<float> step = inc.decode(ids[p]);
     got.insert(got.end(), step.begin(), step.end());
   }
 
-  Pipeline full(ckpt, *ops, {{0, 7}}, kMaxSeq, false);
+  InProcessRun full(ckpt, *ops, {{0, 7}}, kMaxSeq, false);
   const std::vector<float> want = full.prefill(ids);
   REQUIRE(got.size() == want.size());
   for (int p = 0; p < kTotal; ++p) {
@@ -38,7 +38,7 @@ TEST_CASE("decode step p equals prefill row p (law 2)") {
 
   // A fresh prefill's last row equals the long prefill's row (rows are independent of s).
   for (int s : {1, 16, 17, 33, 64}) {
-    Pipeline fresh(ckpt, *ops, {{0, 7}}, kMaxSeq, false);
+    InProcessRun fresh(ckpt, *ops, {{0, 7}}, kMaxSeq, false);
     const std::vector<float> rows = fresh.prefill({ids.begin(), ids.begin() + s});
     INFO("prefill length " << s);
     CHECK(same_bits(rows.data() + (s - 1) * V, want.data() + (s - 1) * V, V));
@@ -49,31 +49,36 @@ TEST_CASE("decode step p equals prefill row p (law 2)") {
   CHECK(inc.stage(0).pos() == kTotal);
 }
 
-TEST_CASE("split invariance: stages [0,4) + [4,7) give the logits of one stage bit for bit") {
+TEST_CASE("split invariance: stages [0,4) + [4,7) and [0,2) + [2,5) + [5,7) give the logits of one stage bit for bit") {
   Checkpoint ckpt(tiny_dir());
   auto ops = make_cpu_ops();
   const int64_t V = ckpt.config().vocab_size;
   const std::vector<int32_t> ids = random_tokens(40, V, 77);
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 21);
 
-  Pipeline one(ckpt, *ops, {{0, 7}}, 64, false);
-  Pipeline two(ckpt, *ops, {{0, 4}, {4, 7}}, 64, false);
-  const std::vector<float> a = one.prefill(prompt), b = two.prefill(prompt);
-  CHECK(a == b);
-  CHECK(same_bits(a.data(), b.data(), a.size()));
-  for (size_t p = prompt.size(); p < ids.size(); ++p) {
-    const std::vector<float> sa = one.decode(ids[p]), sb = two.decode(ids[p]);
-    INFO("position " << p);
-    CHECK(same_bits(sa.data(), sb.data(), sa.size()));
+  InProcessRun one(ckpt, *ops, {{0, 7}}, 64, false);
+  for (const std::vector<LayerRange>& split :
+       {std::vector<LayerRange>{{0, 4}, {4, 7}}, std::vector<LayerRange>{{0, 2}, {2, 5}, {5, 7}}}) {
+    CAPTURE(split.size());
+    InProcessRun many(ckpt, *ops, split, 64, false);
+    const std::vector<float> a = one.prefill(prompt), b = many.prefill(prompt);
+    CHECK(a == b);
+    CHECK(same_bits(a.data(), b.data(), a.size()));
+    for (size_t p = prompt.size(); p < ids.size(); ++p) {
+      const std::vector<float> sa = one.decode(ids[p]), sb = many.decode(ids[p]);
+      INFO("position " << p);
+      CHECK(same_bits(sa.data(), sb.data(), sa.size()));
+    }
+    CHECK(first_cache_difference(one.cache_classes(true), many.cache_classes(true)) == "");
+    one.reset();
   }
-  CHECK(first_cache_difference(one.cache_classes(true), two.cache_classes(true)) == "");
 }
 
 TEST_CASE("stage refuses bad requests, naming the value and the limit") {
   Checkpoint ckpt(tiny_dir());
   auto ops = make_cpu_ops();
   const int64_t V = ckpt.config().vocab_size;
-  Pipeline p(ckpt, *ops, {{0, 7}}, 8, false);
+  InProcessRun p(ckpt, *ops, {{0, 7}}, 8, false);
   Stage& s = p.stage(0);
   FBuf h = ops->alloc(16 * 4 * 256);
 

@@ -72,6 +72,7 @@ TEST_CASE("G5/G4: a proposal is deterministic, side-effect free and ignores dead
     // The proposal depends on the head token (row 0 is the only non-noise row).
     const Proposal other = run.drafter.propose((t + 1) % static_cast<int32_t>(c.vocab_size), p0 - 1);
     CHECK_FALSE(same_bits(other.confidence.data(), a.confidence.data(), B));
+    run.pipe.reset();  // the sequence is done (every stage and the drafter)
   }
 }
 

@@ -236,10 +236,10 @@ TEST_CASE("speculative sampling rounds: same seed, same tokens as plain sampling
           CAPTURE(seed);
           CAPTURE(cap);
           CAPTURE(replay);
-          DraftRun run(ckpt, *ops, *ranges);
           ReplayDrafter replayer(recorded, {}, c.dspark.block_size, V,
                                  static_cast<int32_t>(c.dspark.noise_token_id));
-          LocalEngine engine(run, replay ? static_cast<Drafter&>(replayer) : run.drafter, sample);
+          DraftRun run(ckpt, *ops, *ranges, replay ? &replayer : nullptr);
+          LocalEngine engine(run, sample);
           SpecOptions opt;
           opt.p0 = static_cast<int64_t>(prompt.size());
           opt.n_new = n_new;

@@ -67,7 +67,7 @@ TEST_CASE("swiglu clamp is exercised: some routed g or u passes +-swiglu_limit i
   ClampProbe probe(*cpu);
   const ModelConfig& c = ckpt.config();
   const std::vector<int32_t> ids = random_tokens(128, c.vocab_size, 5150);
-  Pipeline run(ckpt, probe, {{0, 7}}, 128, false);
+  InProcessRun run(ckpt, probe, {{0, 7}}, 128, false);
   run.prefill({ids.begin(), ids.begin() + 64});
   for (int p = 64; p < 128; ++p) run.decode(ids[p]);
   MESSAGE("max |g| = " << probe.max_g << ", max |u| = " << probe.max_u << " (limit "

@@ -20,7 +20,7 @@ TEST_CASE("G11: verify/commit protocol refusals name the cause (R-S9)") {
   Checkpoint ckpt(tiny_dir());
   auto ops = make_cpu_ops();
   const ModelConfig& c = ckpt.config();
-  Pipeline p(ckpt, *ops, {{0, 7}}, 16, true);
+  InProcessRun p(ckpt, *ops, {{0, 7}}, 16, true);
   Stage& s = p.stage(0);
   FBuf h = ops->alloc(16 * c.hc_mult * c.hidden_size);
   FBuf taps = ops->alloc(16 * c.dspark.target_layer_ids.size() * c.hidden_size);

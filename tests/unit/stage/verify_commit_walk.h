@@ -28,8 +28,8 @@ inline int verify_commit_walk(Ops& ops) {
 
   int rounds = 0;
   for (int T = 1; T <= tmax; ++T) {
-    Pipeline spec(ckpt, ops, {{0, 7}}, kMaxSeq, true);
-    Pipeline plain(ckpt, ops, {{0, 7}}, kMaxSeq, true);
+    InProcessRun spec(ckpt, ops, {{0, 7}}, kMaxSeq, true);
+    InProcessRun plain(ckpt, ops, {{0, 7}}, kMaxSeq, true);
     const int prompt = 1 + T % 3;  // walks start at pos0 1, 2 and 3
     spec.prefill({ids.begin(), ids.begin() + prompt});
     plain.prefill({ids.begin(), ids.begin() + prompt});
