@@ -2,7 +2,8 @@
 # The decode-speed loop of issue 12 on the GPU machine, in one call: build the GPU test
 # binary and the two benchmarks for sm_90, validate (every CUDA op twin, CUDA G2/G3 verify
 # rows == single steps, the tiny model CPU vs CUDA), then time (dsv4-bench-ops at Flash
-# shapes; dsv4-bench-decode, the whole model at the given contexts). Validation failing
+# shapes; dsv4-dev-gemv, the GEMV variants; dsv4-bench-decode, the whole model at the given
+# contexts). Validation failing
 # skips the timing: a figure of wrong kernels is not a figure.
 # Logs and JSON under $OUT (default build-gpu/perf); exit 1 when a validation failed.
 #
@@ -34,7 +35,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 t0=$SECONDS
 cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDSV4_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/configure.log" 2>&1 || { note "configure failed"; tail -40 "$out/configure.log" | tee -a "$summary"; exit 1; }
-cmake --build "$build" -j"$(nproc)" --target test_gpu dsv4-bench-ops dsv4-bench-decode dsv4-mkckpt \
+cmake --build "$build" -j"$(nproc)" --target test_gpu dsv4-bench-ops dsv4-bench-decode dsv4-mkckpt dsv4-dev-gemv \
   >"$out/build.log" 2>&1 || { note "build failed"; grep -E "error" "$out/build.log" | head -40 | tee -a "$summary"; exit 1; }
 note "build: $((SECONDS - t0)) s"
 
@@ -50,6 +51,8 @@ else
 fi
 
 # ---- time ----
+"$build/bench/dsv4-dev-gemv" >"$out/gemv_variants.txt" 2>&1 || note "FAILED: dsv4-dev-gemv (see gemv_variants.txt)"
+cat "$out/gemv_variants.txt" >>"$summary"
 "$build/bench/dsv4-bench-ops" --rows "$ops_rows" --json "$out/ops.json" --label "$commit" \
   >"$out/ops.txt" 2>&1 || note "FAILED: dsv4-bench-ops (see ops.txt)"
 cat "$out/ops.txt" >>"$summary"

@@ -122,8 +122,10 @@ __device__ void expert_dots(const cuda::Fp4W (&w)[NW], int64_t n, const float* x
         if (len == kRun) {
           p = run_dot(w[j], words[u][j], n, c0, a);
         } else {  // a partial run (K % 32 != 0, bf16 arm): element by element, scaled values
-          p = 0.0f;
-          for (int i = 0; i < len; ++i) p = fmaf(a[i], w[j].at(n, c0 + i), p);
+          p = 0.0f;  // (static indices: a[] stays in registers)
+#pragma unroll
+          for (int i = 0; i < kRun; ++i)
+            if (i < len) p = fmaf(a[i], w[j].at(n, c0 + i), p);
         }
         acc[j] = xs ? fmaf(p, xs[c0 / kFp8Block], acc[j]) : acc[j] + p;
       }
@@ -267,13 +269,15 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
   const int64_t C = std::min(rows, kMoeChunk), S = C * k, H = hidden, I = inter, Is = shared_inter;
   const int64_t sizes[] = {C * H, C * H / kFp8Block + 1, S * I, S * I, S * I, S * I / kFp8Block + 1,
                            S * H, C * Is, C * Is, C * Is, C * H};
+  // Each part starts 16-byte aligned, so the expert dots take their 128-bit activation loads.
+  auto padded = [](int64_t n) { return (n + 3) / 4 * 4; };
   int64_t total = 0;
-  for (int64_t n : sizes) total += n;
+  for (int64_t n : sizes) total += padded(n);
   float* base = scratch_f32(Slot::f32_a, static_cast<size_t>(total));
   float* part[11];
   for (int i = 0; i < 11; ++i) {
     part[i] = base;
-    base += sizes[i];
+    base += padded(sizes[i]);
   }
   float *xq = part[0], *xs = part[1], *g = part[2], *u = part[3], *h = part[4], *hs = part[5],
         *ye = part[6], *sg = part[7], *su = part[8], *sh_h = part[9], *sh = part[10];
