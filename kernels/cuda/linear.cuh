@@ -32,7 +32,7 @@ namespace cuda {
 constexpr int kGemvWarps = 8;  // warps per block
 constexpr int kGemvThreads = kGemvWarps * kWarp;
 constexpr int kGemvOutputs = 2;  // NO: outputs per warp set (x chunks reused NO times)
-constexpr int kGemvAhead = 4;    // U: chunks in flight per weight row and lane
+constexpr int kGemvAhead = 2;    // U: chunks in flight per weight row and lane (dsv4-dev-gemv)
 constexpr int kGemvRows = 8;     // R of the multi-row instantiation (verify rounds)
 
 // One GEMV problem, G groups on grid.z (grouped wo_a, §4.21): for group g, output n < n_out,

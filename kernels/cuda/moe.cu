@@ -33,10 +33,10 @@ __global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, flo
   }
 }
 
-// x[0 .. len) into a (len <= kFp4Block, the rest 0), bf16-rounded when act_bf16; float4
-// loads when x is 16-byte aligned and the run is whole (same values either way).
-__device__ void load_run(const float* x, int len, bool act_bf16, float (&a)[kFp4Block]) {
-  if (len == kFp4Block && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+// x[0 .. 32) into a, bf16-rounded when act_bf16; float4 loads when x is 16-byte aligned
+// (same values either way).
+__device__ void load_run(const float* x, bool act_bf16, float (&a)[kFp4Block]) {
+  if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
 #pragma unroll
     for (int i = 0; i < kFp4Block; i += 4) {
       const float4 v = *reinterpret_cast<const float4*>(x + i);
@@ -47,16 +47,16 @@ __device__ void load_run(const float* x, int len, bool act_bf16, float (&a)[kFp4
     }
   } else {
 #pragma unroll
-    for (int i = 0; i < kFp4Block; ++i) a[i] = i < len ? x[i] : 0.0f;
+    for (int i = 0; i < kFp4Block; ++i) a[i] = x[i];
   }
   if (act_bf16)
 #pragma unroll
     for (int i = 0; i < kFp4Block; ++i) a[i] = bf16_round(a[i]);
 }
 
-// Output n of the NW projections w (one warp) on the activation row x [K]. Lane l owns the
-// 32-element runs l, l+32, ... (one 16-byte load of packed nibbles each; kAhead runs of every
-// projection are loaded before the first is used, so NW * kAhead loads are in flight). A
+// Outputs n[o] of the NW projections w (one warp) on the activation row x [K], K a multiple
+// of 32. Lane l owns the 32-element runs l, l+32, ... (one 16-byte load of packed nibbles
+// each; kAhead runs of every (projection, output) are loaded before the first is used). A
 // run's dot is taken on the UNSCALED e2m1 values in four independent chains of 8 (ascending
 // k inside each; the chains are what keeps the FMA pipes busy), combined as (c0 + c1) and
 // (c2 + c3) and scaled once per scale group: MXFP4 ((c0 + c1) + (c2 + c3)) * e8m0, NVFP4
@@ -65,7 +65,9 @@ __device__ void load_run(const float* x, int len, bool act_bf16, float (&a)[kFp4
 // B, D4): the run's sum is multiplied by xs[c0/128]; the lane adds its runs in ascending k
 // (L-bf16: xs null, no activation scale). Then the fixed butterfly. Nothing depends on the
 // slot or row count (SPECDECODE.md §6.3).
-constexpr int kAhead = 4;
+constexpr int kAhead = 2;
+constexpr int kUpOutputs = 2;    // output rows of w1 and w3 per warp (4 pairs)
+constexpr int kDownOutputs = 4;  // output rows of w2 per warp
 
 // f[i] = e2m1 value of nibble i of `word` (element 8*word_index + i of a run).
 __device__ inline void e2m1_word(uint32_t word, float (&f)[8]) {
@@ -93,46 +95,48 @@ __device__ inline float run_dot(const cuda::Fp4W& w, const uint32_t (&words)[4],
   return ((c[0] + c[1]) + (c[2] + c[3])) * e8m0_to_f32(__ldg(sp));
 }
 
-template <int NW>
-__device__ void expert_dots(const cuda::Fp4W (&w)[NW], int64_t n, const float* x, const float* xs,
-                            int64_t K, bool act_bf16, float (&out)[NW]) {
+// NW projections x NO output rows share each activation run, so a warp reads x once for
+// all of them (the kernels are L1-bound otherwise: x would be read once per output).
+template <int NW, int NO>
+__device__ void expert_dots(const cuda::Fp4W (&w)[NW], const int64_t (&n)[NO], const float* x,
+                            const float* xs, int64_t K, bool act_bf16, float (&out)[NW][NO]) {
   constexpr int kRun = cuda::Fp4W::kRun;
   static_assert(kRun == kFp4Block, "a run is one FP4 K-block");
   constexpr int64_t kStep = int64_t{kRun} * cuda::kWarp;  // between a lane's runs
-  float acc[NW];
+  float acc[NW][NO];
 #pragma unroll
-  for (int j = 0; j < NW; ++j) acc[j] = 0.0f;
+  for (int j = 0; j < NW; ++j)
+#pragma unroll
+    for (int o = 0; o < NO; ++o) acc[j][o] = 0.0f;
   for (int64_t base = int64_t{threadIdx.x % cuda::kWarp} * kRun; base < K; base += kStep * kAhead) {
-    uint32_t words[kAhead][NW][4];
+    uint32_t words[kAhead][NW][NO][4];
 #pragma unroll
     for (int u = 0; u < kAhead; ++u)
 #pragma unroll
       for (int j = 0; j < NW; ++j)
-        if (base + u * kStep + kRun <= K) w[j].words(n, base + u * kStep, words[u][j]);
+#pragma unroll
+        for (int o = 0; o < NO; ++o)
+          if (base + u * kStep < K) w[j].words(n[o], base + u * kStep, words[u][j][o]);
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
       const int64_t c0 = base + u * kStep;
       if (c0 >= K) break;
-      const int len = K - c0 < kRun ? static_cast<int>(K - c0) : kRun;  // < kRun: L-bf16 tail only
       float a[kRun];
-      load_run(x + c0, len, act_bf16, a);
+      load_run(x + c0, act_bf16, a);
+      const float xscale = xs ? xs[c0 / kFp8Block] : 1.0f;
 #pragma unroll
-      for (int j = 0; j < NW; ++j) {
-        float p;
-        if (len == kRun) {
-          p = run_dot(w[j], words[u][j], n, c0, a);
-        } else {  // a partial run (K % 32 != 0, bf16 arm): element by element, scaled values
-          p = 0.0f;  // (static indices: a[] stays in registers)
+      for (int j = 0; j < NW; ++j)
 #pragma unroll
-          for (int i = 0; i < kRun; ++i)
-            if (i < len) p = fmaf(a[i], w[j].at(n, c0 + i), p);
+        for (int o = 0; o < NO; ++o) {
+          const float p = run_dot(w[j], words[u][j][o], n[o], c0, a);
+          acc[j][o] = xs ? fmaf(p, xscale, acc[j][o]) : acc[j][o] + p;
         }
-        acc[j] = xs ? fmaf(p, xs[c0 / kFp8Block], acc[j]) : acc[j] + p;
-      }
     }
   }
 #pragma unroll
-  for (int j = 0; j < NW; ++j) out[j] = cuda::warp_sum(acc[j]);
+  for (int j = 0; j < NW; ++j)
+#pragma unroll
+    for (int o = 0; o < NO; ++o) out[j][o] = cuda::warp_sum(acc[j][o]);
 }
 
 struct ExpertArgs {
@@ -142,38 +146,52 @@ struct ExpertArgs {
   bool native, act_bf16;
 };
 
+// The warp's first output row of per_warp; rows past the end are computed as the last
+// row and not written (no bounds checks inside the dots).
+__device__ inline int64_t warp_row0(int per_warp) {
+  return (static_cast<int64_t>(blockIdx.x) * cuda::kGemvWarps + threadIdx.x / cuda::kWarp) * per_warp;
+}
+
 // g, u [slots, I] = w1 / w3 of the slot's expert applied to the slot's row.
 __global__ void expert_up_kernel(ExpertArgs a, int64_t slots, const float* x, const float* xq,
                                  const float* xs, float* g, float* u) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * cuda::kGemvWarps + threadIdx.x / cuda::kWarp;
-  if (n >= a.inter) return;
+  const int64_t n0 = warp_row0(kUpOutputs);
+  if (n0 >= a.inter) return;
+  int64_t n[kUpOutputs];
+#pragma unroll
+  for (int o = 0; o < kUpOutputs; ++o) n[o] = n0 + o < a.inter ? n0 + o : a.inter - 1;
   for (int64_t s = blockIdx.y; s < slots; s += gridDim.y) {
     const cuda::ExpertW& e = a.experts[a.sel[s]];
     const cuda::Fp4W w[2] = {e.w1, e.w3};
     const int64_t row = s / a.k;
-    float gu[2];
+    float gu[2][kUpOutputs];
     if (a.native)
       expert_dots(w, n, xq + row * a.hidden, xs + row * (a.hidden / kFp8Block), a.hidden, false, gu);
     else
       expert_dots(w, n, x + row * a.hidden, nullptr, a.hidden, a.act_bf16, gu);
-    if (threadIdx.x % cuda::kWarp == 0) {
-      g[s * a.inter + n] = gu[0];
-      u[s * a.inter + n] = gu[1];
-    }
+    if (threadIdx.x % cuda::kWarp == 0)
+      for (int o = 0; o < kUpOutputs && n0 + o < a.inter; ++o) {
+        g[s * a.inter + n0 + o] = gu[0][o];
+        u[s * a.inter + n0 + o] = gu[1][o];
+      }
   }
 }
 
 // y [slots, H] = w2 of the slot's expert applied to h (native: hq, hs).
 __global__ void expert_down_kernel(ExpertArgs a, int64_t slots, const float* h, const float* hs,
                                    float* y) {
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * cuda::kGemvWarps + threadIdx.x / cuda::kWarp;
-  if (n >= a.hidden) return;
+  const int64_t n0 = warp_row0(kDownOutputs);
+  if (n0 >= a.hidden) return;
+  int64_t n[kDownOutputs];
+#pragma unroll
+  for (int o = 0; o < kDownOutputs; ++o) n[o] = n0 + o < a.hidden ? n0 + o : a.hidden - 1;
   for (int64_t s = blockIdx.y; s < slots; s += gridDim.y) {
     const cuda::Fp4W w[1] = {a.experts[a.sel[s]].w2};
-    float v[1];
+    float v[1][kDownOutputs];
     expert_dots(w, n, h + s * a.inter, a.native ? hs + s * (a.inter / kFp8Block) : nullptr, a.inter,
                 !a.native && a.act_bf16, v);
-    if (threadIdx.x % cuda::kWarp == 0) y[s * a.hidden + n] = v[0];
+    if (threadIdx.x % cuda::kWarp == 0)
+      for (int o = 0; o < kDownOutputs && n0 + o < a.hidden; ++o) y[s * a.hidden + n0 + o] = v[0][o];
   }
 }
 
@@ -254,6 +272,9 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
   if (k <= 0 || k > kMaxK) throw Error(cat("moe: layer ", b.layer_id, " experts per token ", k));
   int inter = 0;
   const cuda::ExpertW* experts = expert_table(b, hidden, &inter);
+  if (hidden % kFp4Block != 0 || inter % kFp4Block != 0)  // whole runs (expert_dots)
+    throw Error(cat("moe: layer ", b.layer_id, " needs expert widths that are multiples of ", kFp4Block,
+                    ": hidden ", hidden, " inter ", inter));
   if (native && (hidden % kFp8Block != 0 || inter % kFp8Block != 0))
     throw Error(cat("moe: layer ", b.layer_id, " native arm needs multiples of 128: hidden ", hidden,
                     " inter ", inter));
@@ -291,7 +312,8 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
                             stream_>>>(xc, n_rows, H, xq, xs);
       DSV4_CUDA_LAUNCH_CHECK();
     }
-    const dim3 up_grid(static_cast<unsigned>((I + cuda::kGemvWarps - 1) / cuda::kGemvWarps),
+    const int64_t up_rows = cuda::kGemvWarps * kUpOutputs, down_rows = cuda::kGemvWarps * kDownOutputs;
+    const dim3 up_grid(static_cast<unsigned>((I + up_rows - 1) / up_rows),
                        cuda::grid_rows(slots));
     expert_up_kernel<<<up_grid, cuda::kGemvWarps * cuda::kWarp, 0, stream_>>>(a, slots, xc, xq, xs, g, u);
     DSV4_CUDA_LAUNCH_CHECK();
@@ -303,7 +325,7 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
                             stream_>>>(h, slots, I, h, hs);
       DSV4_CUDA_LAUNCH_CHECK();
     }
-    const dim3 down_grid(static_cast<unsigned>((H + cuda::kGemvWarps - 1) / cuda::kGemvWarps),
+    const dim3 down_grid(static_cast<unsigned>((H + down_rows - 1) / down_rows),
                          cuda::grid_rows(slots));
     expert_down_kernel<<<down_grid, cuda::kGemvWarps * cuda::kWarp, 0, stream_>>>(a, slots, h, hs, ye);
     DSV4_CUDA_LAUNCH_CHECK();
