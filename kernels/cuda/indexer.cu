@@ -247,6 +247,7 @@ void CudaOps::indexer_topk(const float* q, const float* w, int rows, int heads, 
   if (dim % 4 != 0 || dim > kMaxIndexDim)
     throw Error(cat("indexer_topk: head dim ", dim, " is not a multiple of 4 up to ", kMaxIndexDim,
                     " (the CUDA scoring tile)"));
+  if (heads <= 0) throw Error(cat("indexer_topk: ", heads, " heads; the indexer needs at least one"));
   if (rows == 0 || width == 0) return;
   int64_t n_max = 0;
   for (int t = 0; t < rows; ++t) {

@@ -13,7 +13,8 @@ struct AttentionCase {
 };
 
 // One CPU and one CUDA call over all rows, within `bound` (rel L2 and max-normalized); then
-// every row alone on CUDA, bit-identical to its row of the multi-row call (R-I3).
+// every row alone on CUDA, bit-identical to its row of the multi-row call (R-I3), and the
+// rows padded with 37 more -1 entries, bit-identical too (law 3).
 void check_case(const std::string& what, const AttentionCase& c, uint64_t seed, double bound) {
   Backends b;
   Rng rng(seed);
@@ -33,6 +34,14 @@ void check_case(const std::string& what, const AttentionCase& c, uint64_t seed, 
     b.gpu->sink_attention(q[kGpu] + t * row_q, 1, c.heads, c.dim, kv[kGpu], ix[kGpu] + t * c.width, c.width,
                           sink, scale, one[kGpu] + t * row_q);
   check_bitwise(what + ": rows vs single rows", get(b, o, kGpu), get(b, one, kGpu));
+  const int wide = c.width + 37;
+  std::vector<int32_t> padded(static_cast<size_t>(c.rows) * wide, -1);
+  for (int t = 0; t < c.rows; ++t)
+    std::copy_n(c.idx.begin() + static_cast<size_t>(t) * c.width, c.width, padded.begin() + static_cast<size_t>(t) * wide);
+  PairI ix_wide = put_i32(b, padded);
+  PairF o_wide = zeros(b, q.n);
+  b.gpu->sink_attention(q[kGpu], c.rows, c.heads, c.dim, kv[kGpu], ix_wide[kGpu], wide, sink, scale, o_wide[kGpu]);
+  check_bitwise(what + ": trailing -1 pads", get(b, o, kGpu), get(b, o_wide, kGpu));
 }
 
 }  // namespace
