@@ -128,6 +128,7 @@ __device__ int block_exclusive_count(bool flag, int* counts, int* total) {
 // idx[t*idx_stride + col0 + slot] = index_base + j of the slot-th best key, -1 past keep.
 // 1. Radix select, most significant digit first: the keep-th smallest order key T and how
 //    many keys equal to T are kept (need). Counts are integers, so their atomics are exact.
+//    Skipped when keep == n (every key wins).
 // 2. Compaction in ascending j of the keys < T and the first `need` keys == T (D10 ties).
 // 3. Bitonic sort of the keep winners by (order key, j).
 __global__ void __launch_bounds__(kSelectThreads)
@@ -146,9 +147,10 @@ indexer_select_kernel(const float* __restrict__ scores, int rows, int64_t n_max,
     const int keep = static_cast<int>(n < width ? n : width);
     int32_t* out = idx + static_cast<int64_t>(t) * idx_stride + col0;
     __syncthreads();  // the previous row's `best` is written out
+    const bool all = keep == n;  // every key wins: no threshold to find
     uint32_t prefix = 0;
     unsigned need = static_cast<unsigned>(keep), in_bin = 0;
-    for (int shift = 32 - kDigitBits; keep > 0 && shift >= 0; shift -= kDigitBits) {
+    for (int shift = 32 - kDigitBits; !all && shift >= 0; shift -= kDigitBits) {
       for (int i = threadIdx.x; i < kBins * cuda::kWarp; i += blockDim.x) (&hist[0][0])[i] = 0;
       __syncthreads();
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
@@ -197,7 +199,7 @@ indexer_select_kernel(const float* __restrict__ scores, int rows, int64_t n_max,
     for (int64_t base = 0; keep > 0 && base < n; base += blockDim.x) {
       const int64_t j = base + threadIdx.x;
       const uint32_t u = j < n ? order_key(st[j]) : 0;
-      const bool lt = j < n && u < prefix, eq = j < n && u == prefix;
+      const bool lt = j < n && (all || u < prefix), eq = j < n && !all && u == prefix;
       bool take = lt || eq;
       if (truncate) {
         int eq_total = 0;
