@@ -69,12 +69,13 @@ sink_split_kernel(const float* __restrict__ q, int rows, int heads, int dim,
     for (int k = warp; k < kSplit; k += kGroup) {
       const int32_t j = __shfl_sync(cuda::kFullMask, lane_j, k);
       if (lane == 0) valid[k] = j >= 0;
-      cuda::warp_copy_row_async(tile + k * dim, j >= 0 ? kv + static_cast<int64_t>(j) * dim : nullptr, dim, vec);
+      const float* src = j >= 0 ? kv + static_cast<int64_t>(j) * dim : nullptr;
+      cuda::warp_copy_row_async(tile + k * dim, src, dim, vec);
     }
     {
       const int h = h0 + warp;  // warp w loads head h0 + w
-      cuda::warp_copy_row_async(qs + warp * dim, h < heads ? q + (static_cast<int64_t>(t) * heads + h) * dim : nullptr,
-                    dim, vec);
+      const float* src = h < heads ? q + (static_cast<int64_t>(t) * heads + h) * dim : nullptr;
+      cuda::warp_copy_row_async(qs + warp * dim, src, dim, vec);
     }
     cuda::copies_wait();
     const bool any = __syncthreads_or(lane_j >= 0);  // the loads' barrier; any entry valid
@@ -102,7 +103,10 @@ sink_split_kernel(const float* __restrict__ q, int rows, int heads, int dim,
       for (int h = 0; h < kGroup; ++h) {
         const float qx = qs[h * dim + i];
 #pragma unroll
-        for (int c = 0; c < kKeysPerWarp; ++c) acc[h * kKeysPerWarp + c] = fmaf(qx, kx[c], acc[h * kKeysPerWarp + c]);
+        for (int c = 0; c < kKeysPerWarp; ++c) {
+          float& a = acc[h * kKeysPerWarp + c];
+          a = fmaf(qx, kx[c], a);
+        }
       }
     }
     {

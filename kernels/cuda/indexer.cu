@@ -271,8 +271,8 @@ void CudaOps::indexer_topk(const float* q, const float* w, int rows, int heads, 
     DSV4_CUDA_LAUNCH_CHECK();
   }
   const unsigned blocks = static_cast<unsigned>(rows > 65535 ? 65535 : rows);
-  indexer_select_kernel<<<blocks, kSelectThreads, 0, stream_>>>(scores, rows, n_max, d_nvis, width, index_base,
-                                                                idx, idx_stride, col0);
+  indexer_select_kernel<<<blocks, kSelectThreads, 0, stream_>>>(scores, rows, n_max, d_nvis, width,
+                                                                index_base, idx, idx_stride, col0);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

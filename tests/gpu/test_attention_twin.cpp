@@ -37,10 +37,12 @@ void check_case(const std::string& what, const AttentionCase& c, uint64_t seed, 
   const int wide = c.width + 37;
   std::vector<int32_t> padded(static_cast<size_t>(c.rows) * wide, -1);
   for (int t = 0; t < c.rows; ++t)
-    std::copy_n(c.idx.begin() + static_cast<size_t>(t) * c.width, c.width, padded.begin() + static_cast<size_t>(t) * wide);
+    std::copy_n(c.idx.begin() + static_cast<size_t>(t) * c.width, c.width,
+                padded.begin() + static_cast<size_t>(t) * wide);
   PairI ix_wide = put_i32(b, padded);
   PairF o_wide = zeros(b, q.n);
-  b.gpu->sink_attention(q[kGpu], c.rows, c.heads, c.dim, kv[kGpu], ix_wide[kGpu], wide, sink, scale, o_wide[kGpu]);
+  b.gpu->sink_attention(q[kGpu], c.rows, c.heads, c.dim, kv[kGpu], ix_wide[kGpu], wide, sink, scale,
+                        o_wide[kGpu]);
   check_bitwise(what + ": trailing -1 pads", get(b, o, kGpu), get(b, o_wide, kGpu));
 }
 
