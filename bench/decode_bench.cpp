@@ -23,6 +23,7 @@
 #include "launcher/tool_args.h"
 #include "model/checkpoint.h"
 #include "base/error.h"
+#include "bench/json_file.h"
 #include "model/presets.h"
 #include "model/step_bytes.h"
 #include "stage/stage.h"
@@ -240,9 +241,9 @@ int run(int argc, char** argv) {
 
   if (profile_ctx > 0) {
     TimedOps timed(*ops);
+    timed.set_active(false);  // the set-up (weights made resident, caches filled) is not a step
     Stage profiled(ckpt, timed, spec);
     profiled.fill_for_benchmark(profile_ctx, 0xFACEu);
-    timed.set_active(false);
     for (int i = 0; i < warmup + steps; ++i) {
       timed.set_active(i >= warmup);
       plain_step(profiled, timed);
@@ -295,13 +296,7 @@ int run(int argc, char** argv) {
   }
   if (args.count("json")) {
     const std::string path = args["json"].as<std::string>();
-    const std::string tmp = path + ".partial";
-    {
-      std::ofstream f(tmp, std::ios::trunc);
-      f << out.dump(2) << "\n";
-      if (!f.good()) throw Error(cat("--json ", path, ": cannot write"));
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(cat("--json ", path, ": cannot rename ", tmp));
+    write_json_file(path, out);
   }
   return 0;
 }

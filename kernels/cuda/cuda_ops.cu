@@ -14,6 +14,10 @@ using cuda::grid_rows;
 namespace {
 
 constexpr int kThreads = 256;
+// The pinned upload ring: a decode step uploads tens of KB (positions, index rows, hash
+// routes), so 16 MB wraps (one stream wait) about once every few hundred steps.
+constexpr size_t kUploadRing = size_t{16} << 20;
+constexpr size_t kUploadAlign = 64;
 
 __global__ void fill_kernel(float* dst, float value, size_t n) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
@@ -45,6 +49,7 @@ __global__ void embed_kernel(cuda::DenseW table, const int32_t* ids, int s, int 
 CudaOps::CudaOps(int device) : device_(device) {
   activate();
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  DSV4_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ring_), kUploadRing, cudaHostAllocDefault));
 }
 
 CudaOps::~CudaOps() {
@@ -55,6 +60,7 @@ CudaOps::~CudaOps() {
   for (auto& [key, r] : ropes_) cudaFree(r.ptr);
   for (auto& [key, e] : experts_) cudaFree(e.table.ptr);
   for (auto& s : scratch_) cudaFree(s.ptr);
+  if (ring_) cudaFreeHost(ring_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -107,13 +113,24 @@ void CudaOps::copy(float* dst, const float* src, size_t n) {
   DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
 }
 
-// Uploads from pageable host memory are staged before cudaMemcpyAsync returns, so the
-// caller may reuse `host` at once; downloads wait for the stream.
-void CudaOps::upload(float* dst, const float* host, size_t n) {
-  if (n == 0) return;
+void CudaOps::upload_bytes(void* dst, const void* host, size_t bytes) {
+  if (bytes == 0) return;
   activate();
-  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  if (bytes > kUploadRing) {  // larger than the ring (load-time tables): a staged pageable copy
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
+    return;
+  }
+  if (ring_used_ + bytes > kUploadRing) {  // wrap: every copy out of the ring has landed
+    DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    ring_used_ = 0;
+  }
+  uint8_t* slot = ring_ + ring_used_;
+  std::memcpy(slot, host, bytes);
+  ring_used_ += (bytes + kUploadAlign - 1) / kUploadAlign * kUploadAlign;
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, stream_));
 }
+
+void CudaOps::upload(float* dst, const float* host, size_t n) { upload_bytes(dst, host, n * sizeof(float)); }
 
 void CudaOps::download(float* host, const float* src, size_t n) {
   if (n == 0) return;
@@ -123,9 +140,7 @@ void CudaOps::download(float* host, const float* src, size_t n) {
 }
 
 void CudaOps::upload_i32(int32_t* dst, const int32_t* host, size_t n) {
-  if (n == 0) return;
-  activate();
-  DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  upload_bytes(dst, host, n * sizeof(int32_t));
 }
 
 void CudaOps::download_i32(int32_t* host, const int32_t* src, size_t n) {
@@ -157,8 +172,7 @@ void* CudaOps::scratch(Slot slot, size_t bytes) {
 
 const int32_t* CudaOps::stage_i32(Slot slot, const int32_t* host, size_t n) {
   auto* d = static_cast<int32_t*>(scratch(slot, (n > 0 ? n : 1) * sizeof(int32_t)));
-  if (n > 0)
-    DSV4_CUDA_CHECK(cudaMemcpyAsync(d, host, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  upload_bytes(d, host, n * sizeof(int32_t));
   return d;
 }
 

@@ -16,6 +16,10 @@
 
 namespace dsv4 {
 
+namespace cuda {
+struct GemvArgs;
+}
+
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(int device);
@@ -89,6 +93,11 @@ class CudaOps final : public Ops {
   float* scratch_f32(Slot slot, size_t n) { return static_cast<float*>(scratch(slot, n * 4)); }
   // Host int32 array -> device scratch (no cudaMalloc on the hot path once grown).
   const int32_t* stage_i32(Slot slot, const int32_t* host, size_t n);
+  // Every host -> device copy of the step: through the pinned upload ring, so the copy is
+  // truly asynchronous (a pageable cudaMemcpyAsync waits for the stream to drain first,
+  // which stalled the GPU at every upload: issue 12's "host uploads"). The caller may
+  // reuse `host` at once.
+  void upload_bytes(void* dst, const void* host, size_t bytes);
 
   // Device copy of a weight's stored bytes, uploaded on first use (prepare is idempotent);
   // a view already in device memory (on_device) is used in place. Keyed by (storage,
@@ -104,15 +113,16 @@ class CudaOps final : public Ops {
   // *inter to the common expert width I.
   const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter);
 
-  // Generic L-bf16 / island GEMV: y[r*y_stride + n] = sum_k a(x[r*x_stride + k]) W(w_row0+n, k).
+  // The GEMV family of linear.cuh: one problem (groups on grid.z), its fast path (false,
+  // nothing launched, when x's layout does not allow 128-bit loads), and the plain case
+  // y [rows, n_out] = x [rows, k_in] W^T.
   template <class W>
-  void gemv(const W& w, int64_t w_row0, const float* x, int64_t x_stride, int64_t k_in,
-            bool act_bf16, float* y, int64_t y_stride, int64_t n_out, int rows);
-  // Its 16-byte-chunk fast path with decoder C; false (nothing launched) when x's layout
-  // does not allow 128-bit loads.
+  void gemv(const W& w, const cuda::GemvArgs& a, int groups);
   template <class C>
-  bool gemv_chunks(const C& c, int64_t w_row0, const float* x, int64_t x_stride, int64_t k_in,
-                   bool act_bf16, float* y, int64_t y_stride, int64_t n_out, int rows, dim3 grid);
+  bool gemv_chunks(const C& c, cuda::GemvArgs a, int groups);
+  template <class W>
+  void gemv_rows(const W& w, const float* x, int64_t k_in, bool act_bf16, float* y, int64_t n_out,
+                 int rows);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -124,6 +134,8 @@ class CudaOps final : public Ops {
   std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };
   Scratch scratch_[static_cast<int>(Slot::count)];
+  uint8_t* ring_ = nullptr;  // pinned host memory, kUploadRing bytes
+  size_t ring_used_ = 0;
 };
 
 }  // namespace dsv4

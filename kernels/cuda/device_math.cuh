@@ -53,35 +53,22 @@ struct Fp4W {
 
   // One run of kRun elements = 16 packed bytes = one MXFP4 scale block / two NVFP4 ones.
   static constexpr int kRun = 32;
-  // f[i] = at(r, c0 + i), i < kRun, bit for bit (c0 % kRun == 0, c0 + kRun <= cols): one
-  // 128-bit load when the run is 16-byte aligned, else 16 byte loads (same values).
-  __device__ void run(int64_t r, int64_t c0, float (&f)[kRun]) const {
+  // The packed bytes of the run at (r, c0) (c0 % kRun == 0, c0 + kRun <= cols): element
+  // c0 + i is nibble i % 8 of word i / 8 (byte i / 2, even i low nibble, §3.5). One 128-bit
+  // load when the run is 16-byte aligned, else 16 byte loads (same values).
+  __device__ void words(int64_t r, int64_t c0, uint32_t (&w)[4]) const {
     const uint8_t* p = packed + r * (cols >> 1) + (c0 >> 1);
-    uint32_t words[4];
     if (reinterpret_cast<uintptr_t>(p) % 16 == 0) {
       const uint4 q = __ldg(reinterpret_cast<const uint4*>(p));
-      words[0] = q.x;
-      words[1] = q.y;
-      words[2] = q.z;
-      words[3] = q.w;
+      w[0] = q.x;
+      w[1] = q.y;
+      w[2] = q.z;
+      w[3] = q.w;
     } else {
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        words[j] = __ldg(p + 4 * j) | (uint32_t{__ldg(p + 4 * j + 1)} << 8) |
-                   (uint32_t{__ldg(p + 4 * j + 2)} << 16) | (uint32_t{__ldg(p + 4 * j + 3)} << 24);
-    }
-    // Element c0 + i is nibble i % 8 of word i / 8 (byte i / 2, even i low nibble, §3.5).
-    const uint8_t* s = scales + r * (cols / group) + c0 / group;
-    if (nv) {  // group 16: e4m3(sb) * s2 first, as at()
-      const float sv[2] = {e4m3_to_f32(__ldg(s)) * scale_2, e4m3_to_f32(__ldg(s + 1)) * scale_2};
-#pragma unroll
-      for (int i = 0; i < kRun; ++i)
-        f[i] = sv[i / 16] * e2m1_to_f32(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu));
-    } else {  // group 32
-      const float sv = e8m0_to_f32(__ldg(s));
-#pragma unroll
-      for (int i = 0; i < kRun; ++i)
-        f[i] = e2m1_to_f32(static_cast<uint8_t>((words[i / 8] >> (4 * (i % 8))) & 0xFu)) * sv;
+        w[j] = __ldg(p + 4 * j) | (uint32_t{__ldg(p + 4 * j + 1)} << 8) |
+               (uint32_t{__ldg(p + 4 * j + 2)} << 16) | (uint32_t{__ldg(p + 4 * j + 3)} << 24);
     }
   }
 };
@@ -95,6 +82,10 @@ struct ExpertW {
 
 // Butterfly over the warp: every lane ends with the same bits (addition is commutative).
 __device__ inline float warp_sum(float v) {
+  for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+__device__ inline double warp_sum(double v) {
   for (int o = kWarp / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
   return v;
 }

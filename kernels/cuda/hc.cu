@@ -1,7 +1,11 @@
 // Hyper-connection ops (MODEL.md §4.4, §4.5, §4.25 steps 1-3, SPECDECODE.md §2.3).
-// Mixes: one block per (row, mix) over a fixed tree (serving arm, f32); the Sinkhorn split
-// in f64 exactly as the CPU reference (every arm, §3.2); collapse / post / mean
-// elementwise in the CPU's order.
+// hc_pre / hc_head are two launches: the mix partials (every (row, mix) dot split over fixed
+// 128-column slices, f64), then per row the fixed-order combine of the slices feeding the
+// collapse blocks and one split block (the f64 Sinkhorn, every arm §3.2). The slices, the
+// combine tree and the row tiles are fixed by the shapes, never by the row count (§6.3).
+// Collapse / post / mean are elementwise in the CPU's order.
+#include <algorithm>
+
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "base/error.h"
@@ -12,109 +16,203 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxHc = 8;
+constexpr int kMaxSums = (2 + kMaxHc) * kMaxHc + 1;  // the mixes and the sum of squares
+constexpr int kSlice = 128;                          // columns of one mix partial
+constexpr int kPerLane = kSlice / cuda::kWarp;
+constexpr int kRowTile = 8;        // rows of h a mix-partial block stages at a time
+constexpr int kMaxThreads = 1024;  // one warp per sum where it fits
+constexpr int kMaxWarps = kMaxThreads / cuda::kWarp;
+constexpr int kSumsPerWarp = (kMaxSums + kMaxWarps - 1) / kMaxWarps;
 
 void require_numel(const TensorView& t, int64_t n, const char* what) {
   if (t.numel() != n)
     throw Error(cat(what, ": tensor '", t.name, "' has ", t.numel(), " elements, expected ", n));
 }
 
-// raw[t, j] = sum_k h_flat[t,k] fn[j,k] for j < m; raw[t, m] = sum_k h_flat[t,k]^2.
-// grid (m + 1, rows); raw [rows, m + 1].
-__global__ void hc_mix_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW fn, int m,
-                              float* raw) {
-  __shared__ float shared[cuda::kWarp];
-  const int j = blockIdx.x;
-  for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
-    const float* ht = h + t * width;
-    float part = 0.0f;
-    if (j < m) {
-      for (int64_t k = threadIdx.x; k < width; k += blockDim.x) part += ht[k] * fn.at(j * width + k);
-    } else {
-      for (int64_t k = threadIdx.x; k < width; k += blockDim.x) part += ht[k] * ht[k];
+int64_t slices_of(int64_t width) { return (width + kSlice - 1) / kSlice; }
+
+// Blocks over (slice, row tile), warp w owning the sums j = w, w + warps, ... (warps =
+// min(m + 1, 32)): part[(t * (m+1) + j) * slices + s] = sum over the slice's columns k of
+// h[t,k] fn[j,k] for j < m, of h[t,k]^2 for j = m. Lane l takes columns l, l+32, l+64, l+96
+// of the slice in ascending order, then the butterfly; f64 (the f32 products are exact in
+// f64; §4.4 step 1 as the CPU's f64 mixes). The warp's fn values are loaded once, before
+// the h tile (one global read of h per block, then shared).
+__global__ void __launch_bounds__(kMaxThreads)
+hc_mix_partial_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW fn, int m, double* part) {
+  __shared__ float tile[kRowTile * kSlice];  // h[t0 + r, slice columns]
+  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
+  const int warps = blockDim.x / cuda::kWarp;
+  const int64_t slices = gridDim.x, s = blockIdx.x;
+  float w[kSumsPerWarp][kPerLane];
+#pragma unroll
+  for (int q = 0; q < kSumsPerWarp; ++q)
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int j = warp + q * warps;
+      const int64_t k = s * kSlice + i * cuda::kWarp + lane;
+      w[q][i] = j < m && k < width ? fn.at(j * width + k) : 0.0f;
     }
-    const float sum = cuda::block_sum(part, shared);
-    if (threadIdx.x == 0) raw[t * (m + 1) + j] = sum;
+  for (int64_t t0 = int64_t{blockIdx.y} * kRowTile; t0 < rows; t0 += int64_t{gridDim.y} * kRowTile) {
+    __syncthreads();  // the previous tile is read
+    for (int e = threadIdx.x; e < kRowTile * kSlice; e += blockDim.x) {
+      const int64_t t = t0 + e / kSlice, k = s * kSlice + e % kSlice;
+      tile[e] = t < rows && k < width ? h[t * width + k] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < kSumsPerWarp; ++q) {
+      const int j = warp + q * warps;
+      if (j > m) break;  // warp-uniform
+#pragma unroll
+      for (int r = 0; r < kRowTile; ++r) {
+        if (t0 + r >= rows) break;  // block-uniform
+        double p = 0.0;
+#pragma unroll
+        for (int i = 0; i < kPerLane; ++i) {
+          const double x = tile[r * kSlice + i * cuda::kWarp + lane];
+          p += x * (j < m ? static_cast<double>(w[q][i]) : x);
+        }
+        p = cuda::warp_sum(p);
+        if (lane == 0) part[((t0 + r) * (m + 1) + j) * slices + s] = p;
+      }
+    }
   }
 }
 
 __device__ double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 
-// mix[j] = raw[j] * rs with rs = 1/sqrt(sum_sq / width + norm_eps), in f64.
-__device__ double mix_of(const float* raw_t, int j, int m, int64_t width, double norm_eps) {
-  const double rs = 1.0 / sqrt(static_cast<double>(raw_t[m]) / static_cast<double>(width) + norm_eps);
-  return static_cast<double>(raw_t[j]) * rs;
+// Sinkhorn on one warp (§4.4): M [hc, hc] lives in registers, lane l holding entries l and
+// l + 32 (v[0], v[1]); `mat` is the warp's shared copy the row / column sums read.
+
+// Writes the lane's entries to mat once every lane is done reading the previous copy.
+__device__ void publish(double* mat, const double (&v)[2], int n) {
+  const int lane = threadIdx.x % cuda::kWarp;
+  __syncwarp();
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    if (lane + r * cuda::kWarp < n) mat[lane + r * cuda::kWarp] = v[r];
+  __syncwarp();
 }
 
-// §4.4 step 2, one thread per row, f64 throughout, outputs rounded once to f32.
-__global__ void hc_split_kernel(const float* raw, int64_t rows, int hc, int64_t width,
-                                double norm_eps, cuda::DenseW scale, cuda::DenseW base,
-                                double hc_eps, int iters, float* pre, float* post, float* comb) {
-  const int m = (2 + hc) * hc;
-  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < rows;
-       t += int64_t{gridDim.x} * blockDim.x) {
-    const float* rt = raw + t * (m + 1);
-    const double s0 = scale.at(0), s1 = scale.at(1), s2 = scale.at(2);
-    for (int c = 0; c < hc; ++c) {
-      pre[t * hc + c] = static_cast<float>(sigmoid(mix_of(rt, c, m, width, norm_eps) * s0 + base.at(c)) + hc_eps);
-      post[t * hc + c] = static_cast<float>(2.0 * sigmoid(mix_of(rt, hc + c, m, width, norm_eps) * s1 + base.at(hc + c)));
-    }
-    double mat[kMaxHc * kMaxHc];  // [hc, hc], j source, k destination
-    const int z0 = 2 * hc;
-    for (int j = 0; j < hc; ++j) {
-      double zmax = -INFINITY;
-      for (int k = 0; k < hc; ++k) {
-        const int i = z0 + j * hc + k;
-        mat[j * hc + k] = mix_of(rt, i, m, width, norm_eps) * s2 + base.at(i);
-        zmax = fmax(zmax, mat[j * hc + k]);
-      }
-      double sum = 0.0;
-      for (int k = 0; k < hc; ++k) {
-        mat[j * hc + k] = exp(mat[j * hc + k] - zmax);
-        sum += mat[j * hc + k];
-      }
-      for (int k = 0; k < hc; ++k) mat[j * hc + k] = mat[j * hc + k] / sum + hc_eps;
-    }
-    for (int it = 0; it < iters; ++it) {
-      if (it > 0) {  // row normalization, then the column normalization every iteration ends with
-        for (int j = 0; j < hc; ++j) {
-          double sum = 0.0;
-          for (int k = 0; k < hc; ++k) sum += mat[j * hc + k];
-          for (int k = 0; k < hc; ++k) mat[j * hc + k] /= sum + hc_eps;
-        }
-      }
-      for (int k = 0; k < hc; ++k) {
-        double sum = 0.0;
-        for (int j = 0; j < hc; ++j) sum += mat[j * hc + k];
-        for (int j = 0; j < hc; ++j) mat[j * hc + k] /= sum + hc_eps;
-      }
-    }
-    for (int i = 0; i < hc * hc; ++i) comb[t * hc * hc + i] = static_cast<float>(mat[i]);
+// The sum over entry i's row (by_rows) or column of mat, ascending index from 0.0: the CPU's
+// order (cpu_hc_split's softmax, normalize_rows / normalize_cols).
+// Unrolled to kMaxHc so the loads issue together.
+__device__ double line_sum(const double* mat, int i, int hc, bool by_rows) {
+  const int j = i / hc, k = i % hc;
+  double sum = 0.0;
+#pragma unroll
+  for (int q = 0; q < kMaxHc; ++q)
+    if (q < hc) sum += mat[by_rows ? j * hc + q : q * hc + k];
+  return sum;
+}
+
+// One normalization: every entry divided by its row (column) sum + eps.
+__device__ void sinkhorn_normalize(double* mat, double (&v)[2], int hc, double eps, bool by_rows) {
+  const int lane = threadIdx.x % cuda::kWarp, n = hc * hc;
+  publish(mat, v, n);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = lane + r * cuda::kWarp;
+    if (i < n) v[r] /= line_sum(mat, i, hc, by_rows) + eps;
   }
 }
 
-// §4.25 step 2: pre[c] = sigma(mixh[c] * scale + base[c]) + hc_eps, f64, rounded to f32.
-__global__ void hc_head_gate_kernel(const float* raw, int64_t rows, int hc, int64_t width,
-                                    double norm_eps, cuda::DenseW scale, cuda::DenseW base,
-                                    double hc_eps, float* pre) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * hc;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = i / hc;
-    const int c = static_cast<int>(i % hc);
-    const double mix = mix_of(raw + t * (hc + 1), c, hc, width, norm_eps);
-    pre[i] = static_cast<float>(sigmoid(mix * static_cast<double>(scale.at(0)) + base.at(c)) + hc_eps);
+struct SplitArgs {  // §4.4 step 2; post / comb null: hc_head (§4.25, no split)
+  cuda::DenseW scale, base;
+  double hc_eps;
+  int iters;
+  float *post, *comb;
+};
+
+// §4.4 step 2 for row t on warp 0, f64 throughout, outputs rounded once to f32; mix(j) =
+// raw[j] * rs. `mat` [hc * hc] is the warp's shared scratch.
+__device__ void hc_split_row(const double* raw, double rs, int64_t t, int hc, const SplitArgs& a,
+                             double* mat) {
+  const int lane = threadIdx.x % cuda::kWarp, n = hc * hc, z0 = 2 * hc;
+  const double s1 = a.scale.at(1), s2 = a.scale.at(2);
+  if (lane < hc)
+    a.post[t * hc + lane] = static_cast<float>(2.0 * sigmoid((raw[hc + lane] * rs) * s1 + a.base.at(hc + lane)));
+  double v[2] = {0.0, 0.0};  // entries lane, lane + 32 of M (j source, k destination)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = lane + r * cuda::kWarp;
+    if (i < n) v[r] = (raw[z0 + i] * rs) * s2 + a.base.at(z0 + i);
   }
+  // Row softmax plus eps on the output: the row max, exp, the sum in ascending k.
+  publish(mat, v, n);
+  double e[2] = {0.0, 0.0};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = lane + r * cuda::kWarp;
+    if (i >= n) continue;
+    double zmax = -INFINITY;
+#pragma unroll
+    for (int q = 0; q < kMaxHc; ++q)
+      if (q < hc) zmax = fmax(zmax, mat[(i / hc) * hc + q]);
+    e[r] = exp(v[r] - zmax);
+  }
+  publish(mat, e, n);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = lane + r * cuda::kWarp;
+    if (i < n) v[r] = e[r] / line_sum(mat, i, hc, true) + a.hc_eps;
+  }
+  sinkhorn_normalize(mat, v, hc, a.hc_eps, false);
+  for (int it = 1; it < a.iters; ++it) {
+    sinkhorn_normalize(mat, v, hc, a.hc_eps, true);
+    sinkhorn_normalize(mat, v, hc, a.hc_eps, false);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    if (lane + r * cuda::kWarp < n) a.comb[t * n + lane + r * cuda::kWarp] = static_cast<float>(v[r]);
 }
 
-// §4.4 step 3: y[t, d] = sum_c pre[t,c] h[t,c,d], c ascending, f32.
-__global__ void hc_collapse_kernel(const float* h, const float* pre, int64_t rows, int hc,
-                                   int hidden, float* y) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * hidden;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t t = i / hidden;
-    const int d = static_cast<int>(i % hidden);
+// Grid (collapse blocks [+ 1 split block when a.post], rows); blockDim.x columns a block.
+// raw[j] = the slices of part summed lane-strided in ascending slice, then the butterfly;
+// rs = 1/sqrt(raw[m] / width + norm_eps) (§4.4 step 1). Collapse blocks: pre[c] =
+// sigma(mix(c) scale[0] + base[c]) + hc_eps rounded to f32 (§4.4 step 2 / §4.25 step 2),
+// y[t,d] = sum_c pre[c] h[t,c,d] in ascending c, f32 (§4.4 step 3). The split block: post, comb.
+__global__ void __launch_bounds__(kMaxThreads)
+hc_apply_kernel(const float* h, const double* part, int64_t slices, int64_t rows, int hc, int hidden,
+                int m, double norm_eps, SplitArgs a, float* y) {
+  __shared__ double raw[kMaxSums];
+  __shared__ float pre[kMaxHc];
+  __shared__ double mat[kMaxHc * kMaxHc];
+  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
+  const int warps = blockDim.x / cuda::kWarp;
+  const bool split = a.post != nullptr && blockIdx.x == gridDim.x - 1;  // block-uniform
+  const int64_t d = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const bool col = !split && d < hidden;
+  for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
+    float x[kMaxHc];  // loaded first: these loads overlap the combine's
+#pragma unroll
+    for (int c = 0; c < kMaxHc; ++c) x[c] = col && c < hc ? h[(t * hc + c) * hidden + d] : 0.0f;
+    __syncthreads();  // the previous row's raw / pre are read
+    const int sums = split ? m + 1 : hc + 1;  // collapse blocks: the pre mixes and the sum of squares
+    for (int q = warp; q < sums; q += warps) {  // warp-uniform
+      const int j = split || q < hc ? q : m;
+      const double* pj = part + (t * (m + 1) + j) * slices;
+      double r = 0.0;
+      for (int64_t s = lane; s < slices; s += cuda::kWarp) r += pj[s];
+      r = cuda::warp_sum(r);
+      if (lane == 0) raw[j] = r;
+    }
+    __syncthreads();
+    const double rs = 1.0 / sqrt(raw[m] / static_cast<double>(int64_t{hc} * hidden) + norm_eps);
+    if (split) {
+      if (warp == 0) hc_split_row(raw, rs, t, hc, a, mat);
+      continue;
+    }
+    if (threadIdx.x < hc)
+      pre[threadIdx.x] = static_cast<float>(
+          sigmoid((raw[threadIdx.x] * rs) * static_cast<double>(a.scale.at(0)) + a.base.at(threadIdx.x)) + a.hc_eps);
+    __syncthreads();
+    if (!col) continue;
     float acc = 0.0f;
-    for (int c = 0; c < hc; ++c) acc += pre[t * hc + c] * h[(t * hc + c) * hidden + d];
-    y[i] = acc;
+#pragma unroll
+    for (int c = 0; c < kMaxHc; ++c)
+      if (c < hc) acc += pre[c] * x[c];
+    y[t * hidden + d] = acc;
   }
 }
 
@@ -147,6 +245,22 @@ __global__ void hc_mean_kernel(const float* h, int64_t rows, int hc, int hidden,
   }
 }
 
+// §4.4 steps 1-3 (a.post set) or §4.25 steps 1-3 on h [s, hc, hidden] with fn [m, hc*hidden];
+// part holds s * (m + 1) * slices doubles.
+void launch_mix_collapse(cudaStream_t stream, const float* h, int s, int hc, int hidden,
+                         const cuda::DenseW& fn, int m, double norm_eps, const SplitArgs& a,
+                         double* part, float* y) {
+  const int64_t width = static_cast<int64_t>(hc) * hidden, slices = slices_of(width);
+  const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
+  const dim3 mix_grid(static_cast<unsigned>(slices), cuda::grid_rows((s + kRowTile - 1) / kRowTile));
+  hc_mix_partial_kernel<<<mix_grid, mix_threads, 0, stream>>>(h, s, width, fn, m, part);
+  DSV4_CUDA_LAUNCH_CHECK();
+  const int collapse_blocks = (hidden + kMaxThreads - 1) / kMaxThreads;
+  const dim3 apply_grid(static_cast<unsigned>(collapse_blocks + (a.post ? 1 : 0)), cuda::grid_rows(s));
+  hc_apply_kernel<<<apply_grid, kMaxThreads, 0, stream>>>(h, part, slices, s, hc, hidden, m, norm_eps, a, y);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
@@ -159,17 +273,10 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   require_numel(p.scale, 3, "hc_pre scale");
   if (s == 0) return;
   activate();
-  const cuda::DenseW fn = dense(p.fn, width), base = dense(p.base, m), scale = dense(p.scale, 3);
-  float* raw = scratch_f32(Slot::f32_a, static_cast<size_t>(s) * (m + 1));
-  float* pre = scratch_f32(Slot::f32_b, static_cast<size_t>(s) * hc);
-  hc_mix_kernel<<<dim3(m + 1, cuda::grid_rows(s)), kThreads, 0, stream_>>>(h, s, width, fn, m, raw);
-  DSV4_CUDA_LAUNCH_CHECK();
-  hc_split_kernel<<<cuda::blocks_for(s, 64), 64, 0, stream_>>>(raw, s, hc, width, norm_eps, scale, base,
-                                                            hc_eps, sinkhorn_iters, pre, post, comb);
-  DSV4_CUDA_LAUNCH_CHECK();
-  const int64_t n = static_cast<int64_t>(s) * hidden;
-  hc_collapse_kernel<<<cuda::blocks_for(n, kThreads), kThreads, 0, stream_>>>(h, pre, s, hc, hidden, y);
-  DSV4_CUDA_LAUNCH_CHECK();
+  const SplitArgs a{dense(p.scale, 3), dense(p.base, m), hc_eps, sinkhorn_iters, post, comb};
+  const size_t parts = static_cast<size_t>(s) * (m + 1) * slices_of(width);
+  double* part = static_cast<double*>(scratch(Slot::f32_a, parts * sizeof(double)));
+  launch_mix_collapse(stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a, part, y);
 }
 
 void CudaOps::hc_post(const float* x, const float* res, const float* post, const float* comb, int s,
@@ -191,18 +298,10 @@ void CudaOps::hc_head(const float* h, int s, int hc, int hidden, const HeadWeigh
   require_numel(w.hc_head_scale, 1, "hc_head scale");
   if (s == 0) return;
   activate();
-  const cuda::DenseW fn = dense(w.hc_head_fn, width), base = dense(w.hc_head_base, hc),
-                     scale = dense(w.hc_head_scale, 1);
-  float* raw = scratch_f32(Slot::f32_a, static_cast<size_t>(s) * (hc + 1));
-  float* pre = scratch_f32(Slot::f32_b, static_cast<size_t>(s) * hc);
-  hc_mix_kernel<<<dim3(hc + 1, cuda::grid_rows(s)), kThreads, 0, stream_>>>(h, s, width, fn, hc, raw);
-  DSV4_CUDA_LAUNCH_CHECK();
-  hc_head_gate_kernel<<<cuda::blocks_for(static_cast<int64_t>(s) * hc, 64), 64, 0, stream_>>>(
-      raw, s, hc, width, norm_eps, scale, base, hc_eps, pre);
-  DSV4_CUDA_LAUNCH_CHECK();
-  const int64_t n = static_cast<int64_t>(s) * hidden;
-  hc_collapse_kernel<<<cuda::blocks_for(n, kThreads), kThreads, 0, stream_>>>(h, pre, s, hc, hidden, y);
-  DSV4_CUDA_LAUNCH_CHECK();
+  const SplitArgs a{dense(w.hc_head_scale, 1), dense(w.hc_head_base, hc), hc_eps, 0, nullptr, nullptr};
+  const size_t parts = static_cast<size_t>(s) * (hc + 1) * slices_of(width);
+  double* part = static_cast<double*>(scratch(Slot::f32_a, parts * sizeof(double)));
+  launch_mix_collapse(stream_, h, s, hc, hidden, dense(w.hc_head_fn, width), hc, norm_eps, a, part, y);
 }
 
 void CudaOps::hc_mean(const float* h, int s, int hc, int hidden, float* out, int out_stride) {

@@ -16,19 +16,19 @@ void require_2d(const TensorView& t, const char* what) {
 
 void CudaOps::linear_fp8(const Fp8Linear& w, const float* x, int rows, bool act_bf16, float* y) {
   const cuda::Fp8W d = fp8(w);
-  gemv(d, 0, x, w.in(), w.in(), act_bf16, y, w.out(), w.out(), rows);
+  gemv_rows(d, x, w.in(), act_bf16, y, w.out(), rows);
 }
 
 void CudaOps::linear_bf16(const TensorView& w, const float* x, int rows, bool act_bf16, float* y) {
   require_2d(w, "linear_bf16");
   const cuda::DenseW d = dense(w, w.dim(1));
-  gemv(d, 0, x, w.dim(1), w.dim(1), act_bf16, y, w.dim(0), w.dim(0), rows);
+  gemv_rows(d, x, w.dim(1), act_bf16, y, w.dim(0), rows);
 }
 
 void CudaOps::linear_island(const TensorView& w, const float* x, int rows, float* y) {
   require_2d(w, "linear_island");
   const cuda::DenseW d = dense(w, w.dim(1));
-  gemv(d, 0, x, w.dim(1), w.dim(1), false, y, w.dim(0), w.dim(0), rows);
+  gemv_rows(d, x, w.dim(1), false, y, w.dim(0), rows);
 }
 
 // §4.21 steps 2-3: group g multiplies o columns [g*cols, (g+1)*cols) by wo_a rows
@@ -42,8 +42,19 @@ void CudaOps::grouped_wo_a(const Fp8Linear& wo_a, const float* o, int rows, int 
   const int64_t o_rank = out / groups;      // Or
   const int64_t o_width = cols * groups;    // nh*D
   const cuda::Fp8W d = fp8(wo_a);
-  for (int g = 0; g < groups; ++g)
-    gemv(d, g * o_rank, o + g * cols, o_width, cols, act_bf16, og + g * o_rank, out, o_rank, rows);
+  cuda::GemvArgs a;  // one launch, the groups on grid.z
+  a.x = o;
+  a.x_stride = o_width;
+  a.x_group = cols;
+  a.y = og;
+  a.y_stride = out;
+  a.y_group = o_rank;
+  a.w_group = o_rank;
+  a.k_in = cols;
+  a.n_out = o_rank;
+  a.rows = rows;
+  a.act_bf16 = act_bf16;
+  gemv(d, a, groups);
 }
 
 }  // namespace dsv4

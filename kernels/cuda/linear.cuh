@@ -1,12 +1,25 @@
 // The GEMV kernel family of MODEL.md §3.3 (L-bf16 and L-island, serving arm: f32
-// accumulation). One warp computes one output element of one row and a fixed butterfly
-// combines the lanes. Fast path: lane l reads 16-byte chunks l, l+32, ... of the weight
-// row (16 FP8 codes, 8 BF16 or 4 F32 values per 128-bit load), decodes them in registers
-// and accumulates each chunk's products in ascending k; fallback (row stride or pointer
-// not 16-byte aligned): lane l sums k = l, l+32, ... in ascending order. The launch shape
-// and the path depend only on the weight and the row layout, never on the row count, so
-// a row of a T-row call is bit-identical to the same row alone (SPECDECODE.md §6.3 R-I3).
+// accumulation), built to stream each weight once at the memory bandwidth (issue 12).
+//
+// Fast path (weight rows of whole 16-byte chunks, x rows 16-byte aligned): a set of
+// `splits` warps computes NO adjacent outputs n for up to R rows at once. Virtual lane
+// v = split * 32 + lane reads chunks v, v + 32*splits, ... of each of its NO weight rows
+// (16 FP8 codes, 8 BF16 or 4 F32 values per 128-bit load), U chunks ahead so U*NO loads are
+// in flight per lane; each chunk is decoded once (FP8 by the hardware e4m3x2 -> f16x2
+// conversion, exact) and used for all R rows, so a verify round of R rows reads the weight
+// once. Per (row, output) and chunk the lane sums the two halves of the chunk in two chains
+// (ascending k, fmaf) on the unscaled values, adds them and accumulates (lo + hi) * scale
+// over its chunks in ascending k (the FP8 block scale is a power of two, so scaling the
+// chunk's sum equals summing scaled products); the lanes combine by a fixed butterfly and
+// the splits in ascending order.
+// `splits` is chosen from the weight's shape alone (enough warps to fill the machine), and
+// the per-row arithmetic does not depend on R or on the other rows, so a row of a T-row
+// call is bit-identical to the same row alone (SPECDECODE.md §6.3 R-I3).
+// Fallback (any layout): one warp per output, lane l sums k = l, l+32, ... ascending.
 #pragma once
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -16,96 +29,182 @@
 namespace dsv4 {
 namespace cuda {
 
-constexpr int kGemvWarps = 8;  // outputs per block
+constexpr int kGemvWarps = 8;  // warps per block
+constexpr int kGemvThreads = kGemvWarps * kWarp;
+constexpr int kGemvOutputs = 2;  // NO: outputs per warp set (x chunks reused NO times)
+constexpr int kGemvAhead = 4;    // U: chunks in flight per weight row and lane
+constexpr int kGemvRows = 8;     // R of the multi-row instantiation (verify rounds)
 
-// y[r*y_stride + n] = sum_k a(x[r*x_stride + k]) * W(w_row0 + n, k), n < n_out, k < k_in;
-// a = bf16 rounding when act_bf16 (L-bf16), identity otherwise (L-island).
+// One GEMV problem, G groups on grid.z (grouped wo_a, §4.21): for group g, output n < n_out,
+// row r < rows: y[r*y_stride + g*y_group + n] = sum_k a(x[r*x_stride + g*x_group + k]) *
+// W(w_row0 + g*w_group + n, k), k < k_in; a = bf16 rounding when act_bf16 (L-bf16).
+struct GemvArgs {
+  const float* x = nullptr;
+  int64_t x_stride = 0, x_group = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0, y_group = 0;
+  int64_t w_row0 = 0, w_group = 0;
+  int64_t k_in = 0, n_out = 0;
+  int rows = 0;
+  int splits = 1;  // warps per output set (fast path), a power of two <= kGemvWarps
+  bool act_bf16 = false;
+};
+
+// ---- fallback ----
+
 template <class W>
-__global__ void gemv_kernel(W w, int64_t w_row0, const float* x, int64_t x_stride, int64_t k_in,
-                            bool act_bf16, float* y, int64_t y_stride, int64_t n_out, int rows) {
+__global__ void gemv_kernel(W w, GemvArgs a) {
   const int lane = threadIdx.x % kWarp;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarp;
-  if (n >= n_out) return;  // whole warps exit together
-  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float* xr = x + r * x_stride;
+  if (n >= a.n_out) return;  // whole warps exit together
+  const int64_t g = blockIdx.z;
+  for (int r = blockIdx.y; r < a.rows; r += gridDim.y) {
+    const float* xr = a.x + r * a.x_stride + g * a.x_group;
     float acc = 0.0f;
-    for (int64_t k = lane; k < k_in; k += kWarp) {
-      const float a = act_bf16 ? bf16_round(xr[k]) : xr[k];
-      acc += a * w.at(w_row0 + n, k);
+    for (int64_t k = lane; k < a.k_in; k += kWarp) {
+      const float v = a.act_bf16 ? bf16_round(xr[k]) : xr[k];
+      acc = fmaf(v, w.at(a.w_row0 + g * a.w_group + n, k), acc);
     }
     acc = warp_sum(acc);
-    if (lane == 0) y[r * y_stride + n] = acc;
+    if (lane == 0) a.y[r * a.y_stride + g * a.y_group + n] = acc;
   }
 }
 
-// 16-byte chunk decoders for the fast path: chunk (r, c0) holds W(r, c0 .. c0 + kVec).
+// ---- 16-byte chunk decoders: chunk (r, c0) holds W(r, c0 .. c0 + kVec) ----
+
+__device__ inline uint4 load_chunk(const void* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+
 struct Fp8Chunks {  // §3.4: e4m3(code) * e8m0(block scale); a chunk lies in one 128-block
   static constexpr int kVec = 16;
   Fp8W w;
-  __device__ void load(int64_t r, int64_t c0, float (&f)[kVec]) const {
-    const uint4 q = __ldg(reinterpret_cast<const uint4*>(w.codes + r * w.cols + c0));
-    const float s = e8m0_to_f32(w.scales[(r >> 7) * w.scale_cols + (c0 >> 7)]);
+  __device__ uint4 raw(int64_t r, int64_t c0) const { return load_chunk(w.codes + r * w.cols + c0); }
+  __device__ float scale(int64_t r, int64_t c0) const {
+    return e8m0_to_f32(__ldg(w.scales + (r >> 7) * w.scale_cols + (c0 >> 7)));
+  }
+  __device__ void decode(const uint4& q, float (&f)[kVec]) const {  // unscaled e4m3 values
     const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int i = 0; i < kVec; ++i)
-      f[i] = e4m3_to_f32(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4)))) * s;
+    for (int i = 0; i < kVec / 2; ++i) {  // two codes per conversion, low byte first
+      const auto pair = static_cast<__nv_fp8x2_storage_t>(words[i / 2] >> (16 * (i % 2)));
+      const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+      f[2 * i] = v.x;
+      f[2 * i + 1] = v.y;
+    }
   }
 };
 struct Bf16Chunks {
   static constexpr int kVec = 8;
   const uint16_t* p;
   int64_t cols;
-  __device__ void load(int64_t r, int64_t c0, float (&f)[kVec]) const {
-    const uint4 q = __ldg(reinterpret_cast<const uint4*>(p + r * cols + c0));
+  __device__ uint4 raw(int64_t r, int64_t c0) const { return load_chunk(p + r * cols + c0); }
+  __device__ float scale(int64_t, int64_t) const { return 1.0f; }
+  __device__ void decode(const uint4& q, float (&f)[kVec]) const {
     const uint32_t words[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-    for (int i = 0; i < kVec; ++i)
-      f[i] = bf16_to_f32(static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
+    for (int i = 0; i < kVec; ++i) f[i] = bf16_to_f32(static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
   }
 };
 struct F32Chunks {
   static constexpr int kVec = 4;
   const float* p;
   int64_t cols;
-  __device__ void load(int64_t r, int64_t c0, float (&f)[kVec]) const {
-    const float4 q = __ldg(reinterpret_cast<const float4*>(p + r * cols + c0));
-    f[0] = q.x;
-    f[1] = q.y;
-    f[2] = q.z;
-    f[3] = q.w;
+  __device__ uint4 raw(int64_t r, int64_t c0) const { return load_chunk(p + r * cols + c0); }
+  __device__ float scale(int64_t, int64_t) const { return 1.0f; }
+  __device__ void decode(const uint4& q, float (&f)[kVec]) const {
+    f[0] = __uint_as_float(q.x);
+    f[1] = __uint_as_float(q.y);
+    f[2] = __uint_as_float(q.z);
+    f[3] = __uint_as_float(q.w);
   }
 };
 
-// The fast path of gemv_kernel: k_in % C::kVec == 0, weight rows and x rows 16-byte aligned.
-template <class C>
-__global__ void gemv_chunk_kernel(C w, int64_t w_row0, const float* x, int64_t x_stride,
-                                  int64_t k_in, bool act_bf16, float* y, int64_t y_stride,
-                                  int64_t n_out, int rows) {
+// ---- fast path ----
+
+template <class C, int R, int NO, int U>
+__global__ void __launch_bounds__(kGemvThreads) gemv_chunk_kernel(C w, GemvArgs a) {
   constexpr int kVec = C::kVec;
-  const int lane = threadIdx.x % kWarp;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarp;
-  if (n >= n_out) return;  // whole warps exit together
-  const int64_t chunks = k_in / kVec;
-  for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float* xr = x + r * x_stride;
-    float acc = 0.0f;
-    for (int64_t ch = lane; ch < chunks; ch += kWarp) {
-      const int64_t c0 = ch * kVec;
-      float wv[kVec];
-      w.load(w_row0 + n, c0, wv);
+  __shared__ float part[kGemvWarps][R][NO];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int splits = a.splits, sets = kGemvWarps / splits;
+  const int set = warp / splits, split = warp % splits;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * sets + set) * NO;
+  const int64_t g = blockIdx.z;
+  const int r0 = blockIdx.y * R;
+  const int nr = a.rows - r0 < R ? a.rows - r0 : R;
+  const float* x = a.x + r0 * a.x_stride + g * a.x_group;
+  const int64_t wrow = a.w_row0 + g * a.w_group + n0;
+  const int64_t chunks = a.k_in / kVec;
+  const int64_t stride = int64_t{kWarp} * splits;
+  bool live[NO];
 #pragma unroll
-      for (int v = 0; v < kVec; v += 4) {
-        const float4 xv = *reinterpret_cast<const float4*>(xr + c0 + v);
-        const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+  for (int o = 0; o < NO; ++o) live[o] = n0 + o < a.n_out;
+  float acc[R][NO];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float a = act_bf16 ? bf16_round(xs[i]) : xs[i];
-          acc += a * wv[v + i];
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int o = 0; o < NO; ++o) acc[r][o] = 0.0f;
+
+  for (int64_t base = split * kWarp + lane; base < chunks; base += stride * U) {
+    uint4 raw[U][NO];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int o = 0; o < NO; ++o)
+        if (live[o] && base + u * stride < chunks) raw[u][o] = w.raw(wrow + o, (base + u * stride) * kVec);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c0 = (base + u * stride) * kVec;
+      if (base + u * stride >= chunks) break;
+      float wv[NO][kVec], ws[NO];
+#pragma unroll
+      for (int o = 0; o < NO; ++o)
+        if (live[o]) {
+          w.decode(raw[u][o], wv[o]);
+          ws[o] = w.scale(wrow + o, c0);
+        }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r >= nr) break;
+        float xs[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; i += 4) {
+          const float4 v = *reinterpret_cast<const float4*>(x + r * a.x_stride + c0 + i);
+          xs[i] = v.x;
+          xs[i + 1] = v.y;
+          xs[i + 2] = v.z;
+          xs[i + 3] = v.w;
+        }
+        if (a.act_bf16)
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) xs[i] = bf16_round(xs[i]);
+#pragma unroll
+        for (int o = 0; o < NO; ++o) {
+          float lo = 0.0f, hi = 0.0f;  // two independent chains per chunk
+#pragma unroll
+          for (int i = 0; i < kVec / 2; ++i) {
+            lo = fmaf(xs[i], wv[o][i], lo);
+            hi = fmaf(xs[kVec / 2 + i], wv[o][kVec / 2 + i], hi);
+          }
+          acc[r][o] = fmaf(lo + hi, ws[o], acc[r][o]);
         }
       }
     }
-    acc = warp_sum(acc);
-    if (lane == 0) y[r * y_stride + n] = acc;
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int o = 0; o < NO; ++o) {
+      const float v = warp_sum(acc[r][o]);
+      if (lane == 0) part[warp][r][o] = v;
+    }
+  __syncthreads();
+  if (split == 0 && lane < R * NO) {
+    const int r = lane / NO, o = lane % NO;
+    if (r < nr && n0 + o < a.n_out) {
+      float s = part[warp][r][o];
+      for (int j = 1; j < splits; ++j) s += part[warp + j][r][o];
+      a.y[(r0 + r) * a.y_stride + g * a.y_group + n0 + o] = s;
+    }
   }
 }
 
@@ -127,45 +226,77 @@ inline bool chunks_of(const DenseW& w, F32Chunks& c) {
   return !w.bf16 && aligned16(w.p) && w.cols % F32Chunks::kVec == 0;
 }
 
+// Warps per output set for a weight of `outputs` rows (all groups) and `chunks` 16-byte
+// chunks per row: double while the machine (132 SMs x 32 warps) is not filled and every
+// lane keeps at least two chunks. A function of the shape only (R-I3).
+inline int gemv_splits(int64_t outputs, int64_t chunks) {
+  constexpr int64_t kFillWarps = 132 * 32;
+  int s = 1;
+  while (s < kGemvWarps && (outputs + kGemvOutputs - 1) / kGemvOutputs * s < kFillWarps &&
+         chunks >= int64_t{2} * kWarp * (2 * s))
+    s *= 2;
+  return s;
+}
+
+// Launches the fast path with a.splits already set; R = 1 for one row, kGemvRows otherwise.
+template <class C, int NO = kGemvOutputs, int U = kGemvAhead>
+void launch_gemv_chunks(const C& c, const GemvArgs& a, int groups, cudaStream_t stream) {
+  const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
+  const unsigned gx = static_cast<unsigned>((sets + per_block - 1) / per_block);
+  if (a.rows == 1) {
+    gemv_chunk_kernel<C, 1, NO, U><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
+  } else {
+    const unsigned gy = static_cast<unsigned>((a.rows + kGemvRows - 1) / kGemvRows);
+    gemv_chunk_kernel<C, kGemvRows, NO, U><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
+  }
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
 }  // namespace cuda
 
 template <class C>
-bool CudaOps::gemv_chunks(const C& c, int64_t w_row0, const float* x, int64_t x_stride,
-                          int64_t k_in, bool act_bf16, float* y, int64_t y_stride, int64_t n_out,
-                          int rows, dim3 grid) {
+bool CudaOps::gemv_chunks(const C& c, cuda::GemvArgs a, int groups) {
   // x rows: 16-byte aligned starts (float4 loads); k_in whole chunks of the weight row.
-  if (k_in % C::kVec != 0 || !cuda::aligned16(x) || x_stride % 4 != 0) return false;
-  cuda::gemv_chunk_kernel<<<grid, cuda::kGemvWarps * cuda::kWarp, 0, stream_>>>(
-      c, w_row0, x, x_stride, k_in, act_bf16, y, y_stride, n_out, rows);
-  DSV4_CUDA_LAUNCH_CHECK();
+  if (a.k_in % C::kVec != 0 || !cuda::aligned16(a.x) || a.x_stride % 4 != 0 || a.x_group % 4 != 0)
+    return false;
+  a.splits = cuda::gemv_splits(a.n_out * groups, a.k_in / C::kVec);
+  cuda::launch_gemv_chunks(c, a, groups, stream_);
   return true;
 }
 
 template <class W>
-void CudaOps::gemv(const W& w, int64_t w_row0, const float* x, int64_t x_stride, int64_t k_in,
-                   bool act_bf16, float* y, int64_t y_stride, int64_t n_out, int rows) {
-  if (rows == 0 || n_out == 0) return;
+void CudaOps::gemv(const W& w, const cuda::GemvArgs& a, int groups) {
+  if (a.rows == 0 || a.n_out == 0 || groups == 0) return;
   activate();
-  const dim3 grid(static_cast<unsigned>((n_out + cuda::kGemvWarps - 1) / cuda::kGemvWarps),
-                  cuda::grid_rows(rows));
   if constexpr (std::is_same_v<W, cuda::Fp8W>) {
     cuda::Fp8Chunks c;
-    if (cuda::chunks_of(w, c) &&
-        gemv_chunks(c, w_row0, x, x_stride, k_in, act_bf16, y, y_stride, n_out, rows, grid))
-      return;
+    if (cuda::chunks_of(w, c) && gemv_chunks(c, a, groups)) return;
   } else if constexpr (std::is_same_v<W, cuda::DenseW>) {
     cuda::Bf16Chunks b;
     cuda::F32Chunks f;
-    if (cuda::chunks_of(w, b) &&
-        gemv_chunks(b, w_row0, x, x_stride, k_in, act_bf16, y, y_stride, n_out, rows, grid))
-      return;
-    if (cuda::chunks_of(w, f) &&
-        gemv_chunks(f, w_row0, x, x_stride, k_in, act_bf16, y, y_stride, n_out, rows, grid))
-      return;
+    if (cuda::chunks_of(w, b) && gemv_chunks(b, a, groups)) return;
+    if (cuda::chunks_of(w, f) && gemv_chunks(f, a, groups)) return;
   }
-  cuda::gemv_kernel<<<grid, cuda::kGemvWarps * cuda::kWarp, 0, stream_>>>(
-      w, w_row0, x, x_stride, k_in, act_bf16, y, y_stride, n_out, rows);
+  const dim3 grid(static_cast<unsigned>((a.n_out + cuda::kGemvWarps - 1) / cuda::kGemvWarps),
+                  cuda::grid_rows(a.rows), static_cast<unsigned>(groups));
+  cuda::gemv_kernel<<<grid, cuda::kGemvThreads, 0, stream_>>>(w, a);
   DSV4_CUDA_LAUNCH_CHECK();
+}
+
+// y [rows, n_out] = x [rows, k_in] W^T (one group, contiguous rows).
+template <class W>
+void CudaOps::gemv_rows(const W& w, const float* x, int64_t k_in, bool act_bf16, float* y,
+                        int64_t n_out, int rows) {
+  cuda::GemvArgs a;
+  a.x = x;
+  a.x_stride = k_in;
+  a.y = y;
+  a.y_stride = n_out;
+  a.k_in = k_in;
+  a.n_out = n_out;
+  a.rows = rows;
+  a.act_bf16 = act_bf16;
+  gemv(w, a, 1);
 }
 
 }  // namespace dsv4

@@ -1,4 +1,4 @@
-// MoE router and experts (MODEL.md §4.22-§4.24, D4, D10, D16). Every (row, slot) is
+// MoE experts (MODEL.md §4.23-§4.24, D4, D16; the router is route.cu). Every (row, slot) is
 // computed on its own with the GEMV family's fixed order, so a row's result does not
 // depend on the other rows (SPECDECODE.md §6.3); the combine adds the row's experts in
 // ascending id, then the shared expert, as the CPU reference.
@@ -19,48 +19,7 @@ constexpr int kFp4Block = 32;   // §4.23 FP4GEMM K-block
 constexpr int kMaxK = 16;       // experts per token
 constexpr int kMoeChunk = 256;  // rows per pass, bounds the scratch
 
-__device__ float softplus(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 __device__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
-
-// §4.22 steps 2-4 for one row per block. logits [rows, E]; hash_sel [rows, k] (host
-// tid2eid rows) or null for score routing by (sc + bias desc, id asc).
-__global__ void route_kernel(const float* logits, int rows, int n_experts, int k, cuda::DenseW bias,
-                             const int32_t* hash_sel, float route_scale, int32_t* sel, float* wt) {
-  extern __shared__ float sc[];  // [E]
-  for (int t = blockIdx.x; t < rows; t += gridDim.x) {
-    __syncthreads();
-    for (int e = threadIdx.x; e < n_experts; e += blockDim.x)
-      sc[e] = sqrtf(softplus(logits[static_cast<int64_t>(t) * n_experts + e]));
-    __syncthreads();
-    if (threadIdx.x != 0) continue;
-    int32_t pick[kMaxK];
-    for (int j = 0; j < k; ++j) {
-      if (hash_sel) {
-        pick[j] = hash_sel[static_cast<int64_t>(t) * k + j];
-        continue;
-      }
-      int best = -1;
-      float best_b = 0.0f;
-      for (int e = 0; e < n_experts; ++e) {
-        bool taken = false;
-        for (int i = 0; i < j; ++i) taken = taken || pick[i] == e;
-        if (taken) continue;
-        const float b = sc[e] + bias.at(e);
-        if (best < 0 || b > best_b) {  // ascending e: ties keep the lower id
-          best = e;
-          best_b = b;
-        }
-      }
-      pick[j] = best;
-    }
-    float sum = 0.0f;  // unbiased scores, S in slot order
-    for (int j = 0; j < k; ++j) sum += sc[pick[j]];
-    for (int j = 0; j < k; ++j) {
-      sel[static_cast<int64_t>(t) * k + j] = pick[j];
-      wt[static_cast<int64_t>(t) * k + j] = (sc[pick[j]] / sum) * route_scale;
-    }
-  }
-}
 
 // §4.9 as values, one warp per (row, 128-block): q [rows, K] (may alias x), s [rows, K/128].
 __global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, float* q, float* s) {
@@ -96,37 +55,78 @@ __device__ void load_run(const float* x, int len, bool act_bf16, float (&a)[kFp4
 }
 
 // Output n of the NW projections w (one warp) on the activation row x [K]. Lane l owns the
-// 32-element runs l, l+32, ... (one 16-byte load of packed nibbles each) and sums each run's
-// products in ascending k. Native (xs = the row's per-128 scales; §4.23 arm B, D4): each run
-// is one FP4 K-block, its partial sum is multiplied by xs[c0/128] and the lane accumulates
-// its blocks in ascending b. L-bf16 (xs null): one running f32 sum per lane in ascending k.
-// Then the fixed butterfly. Nothing depends on the slot or row count (SPECDECODE.md §6.3).
+// 32-element runs l, l+32, ... (one 16-byte load of packed nibbles each; kAhead runs of every
+// projection are loaded before the first is used, so NW * kAhead loads are in flight). A
+// run's dot is taken on the UNSCALED e2m1 values in four independent chains of 8 (ascending
+// k inside each; the chains are what keeps the FMA pipes busy), combined as (c0 + c1) and
+// (c2 + c3) and scaled once per scale group: MXFP4 ((c0 + c1) + (c2 + c3)) * e8m0, NVFP4
+// (c0 + c1) * sv0 + (c2 + c3) * sv1 with sv = e4m3(sb) * s2 (§3.6, §3.7; a power-of-two
+// e8m0 scale commutes with the rounding). Native (xs = the row's per-128 scales; §4.23 arm
+// B, D4): the run's sum is multiplied by xs[c0/128]; the lane adds its runs in ascending k
+// (L-bf16: xs null, no activation scale). Then the fixed butterfly. Nothing depends on the
+// slot or row count (SPECDECODE.md §6.3).
+constexpr int kAhead = 4;
+
+// f[i] = e2m1 value of nibble i of `word` (element 8*word_index + i of a run).
+__device__ inline void e2m1_word(uint32_t word, float (&f)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] = e2m1_to_f32(static_cast<uint8_t>((word >> (4 * i)) & 0xFu));
+}
+
+// The run's dot of x[c0 .. c0 + 32) with the projection's unscaled values, scaled (see above).
+__device__ inline float run_dot(const cuda::Fp4W& w, const uint32_t (&words)[4], int64_t n, int64_t c0,
+                                const float (&a)[kFp4Block]) {
+  float c[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    float f[8];
+    e2m1_word(words[q], f);
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc = fmaf(a[8 * q + i], f[i], acc);
+    c[q] = acc;
+  }
+  const uint8_t* sp = w.scales + n * (w.cols / w.group) + c0 / w.group;
+  if (w.nv)
+    return fmaf(c[2] + c[3], e4m3_to_f32(__ldg(sp + 1)) * w.scale_2,
+                (c[0] + c[1]) * (e4m3_to_f32(__ldg(sp)) * w.scale_2));
+  return ((c[0] + c[1]) + (c[2] + c[3])) * e8m0_to_f32(__ldg(sp));
+}
+
 template <int NW>
 __device__ void expert_dots(const cuda::Fp4W (&w)[NW], int64_t n, const float* x, const float* xs,
                             int64_t K, bool act_bf16, float (&out)[NW]) {
   constexpr int kRun = cuda::Fp4W::kRun;
   static_assert(kRun == kFp4Block, "a run is one FP4 K-block");
+  constexpr int64_t kStep = int64_t{kRun} * cuda::kWarp;  // between a lane's runs
   float acc[NW];
 #pragma unroll
   for (int j = 0; j < NW; ++j) acc[j] = 0.0f;
-  for (int64_t c0 = int64_t{threadIdx.x % cuda::kWarp} * kRun; c0 < K; c0 += int64_t{kRun} * cuda::kWarp) {
-    const int len = K - c0 < kRun ? static_cast<int>(K - c0) : kRun;  // < kRun: L-bf16 tail only
-    float a[kRun];
-    load_run(x + c0, len, act_bf16, a);
+  for (int64_t base = int64_t{threadIdx.x % cuda::kWarp} * kRun; base < K; base += kStep * kAhead) {
+    uint32_t words[kAhead][NW][4];
 #pragma unroll
-    for (int j = 0; j < NW; ++j) {
-      float wv[kRun];
-      if (len == kRun) {
-        w[j].run(n, c0, wv);
-      } else {
+    for (int u = 0; u < kAhead; ++u)
 #pragma unroll
-        for (int i = 0; i < kRun; ++i) wv[i] = i < len ? w[j].at(n, c0 + i) : 0.0f;
+      for (int j = 0; j < NW; ++j)
+        if (base + u * kStep + kRun <= K) w[j].words(n, base + u * kStep, words[u][j]);
+#pragma unroll
+    for (int u = 0; u < kAhead; ++u) {
+      const int64_t c0 = base + u * kStep;
+      if (c0 >= K) break;
+      const int len = K - c0 < kRun ? static_cast<int>(K - c0) : kRun;  // < kRun: L-bf16 tail only
+      float a[kRun];
+      load_run(x + c0, len, act_bf16, a);
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        float p;
+        if (len == kRun) {
+          p = run_dot(w[j], words[u][j], n, c0, a);
+        } else {  // a partial run (K % 32 != 0, bf16 arm): element by element, scaled values
+          p = 0.0f;
+          for (int i = 0; i < len; ++i) p = fmaf(a[i], w[j].at(n, c0 + i), p);
+        }
+        acc[j] = xs ? fmaf(p, xs[c0 / kFp8Block], acc[j]) : acc[j] + p;
       }
-      float p = xs ? 0.0f : acc[j];
-#pragma unroll
-      for (int i = 0; i < kRun; ++i)
-        if (i < len) p += a[i] * wv[i];
-      acc[j] = xs ? acc[j] + p * xs[c0 / kFp8Block] : p;
     }
   }
 #pragma unroll
@@ -244,43 +244,6 @@ const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, in
   return static_cast<const cuda::ExpertW*>(it->second.table.ptr);
 }
 
-void CudaOps::route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
-                    int n_experts, int k, float route_scale, int32_t* sel, float* wt) {
-  if (b.gate_weight.shape != std::vector<int64_t>{n_experts, hidden})
-    throw Error(cat("route: layer ", b.layer_id, " ", b.gate_weight.name, " must be [", n_experts,
-                    ", ", hidden, "]"));
-  if (k <= 0 || k > n_experts || k > kMaxK)
-    throw Error(cat("route: layer ", b.layer_id, " experts per token ", k, " outside [1, ",
-                    std::min(n_experts, kMaxK), "]"));
-  const bool hash = !b.tid2eid.empty();
-  if (!hash && !b.gate_bias)
-    throw Error(cat("route: layer ", b.layer_id, " is score-routed but has no gate bias"));
-  if (rows == 0) return;
-  std::vector<int32_t> hash_rows;
-  if (hash) {  // §4.22 step 3, hash layers: the stored tid2eid rows, gathered on the host
-    const int64_t vocab = static_cast<int64_t>(b.tid2eid.size()) / k;
-    DSV4_CHECK(vocab * k == static_cast<int64_t>(b.tid2eid.size()), "tid2eid size ",
-               b.tid2eid.size(), " k ", k);
-    hash_rows.resize(static_cast<size_t>(rows) * k);
-    for (int t = 0; t < rows; ++t) {
-      if (ids[t] < 0 || ids[t] >= vocab)
-        throw Error(cat("route: layer ", b.layer_id, " token id ", ids[t], " at row ", t,
-                        " outside the tid2eid table of ", vocab, " rows"));
-      std::copy_n(b.tid2eid.data() + static_cast<size_t>(ids[t]) * k, k,
-                  hash_rows.data() + static_cast<size_t>(t) * k);
-    }
-  }
-  activate();
-  float* logits = scratch_f32(Slot::f32_a, static_cast<size_t>(rows) * n_experts);
-  linear_island(b.gate_weight, x, rows, logits);  // step 1
-  const cuda::DenseW bias = hash ? cuda::DenseW{} : dense(*b.gate_bias, n_experts);
-  const int32_t* d_hash = hash ? stage_i32(Slot::host_args, hash_rows.data(), hash_rows.size()) : nullptr;
-  const unsigned blocks = static_cast<unsigned>(rows > 65535 ? 65535 : rows);
-  route_kernel<<<blocks, 128, n_experts * sizeof(float), stream_>>>(logits, rows, n_experts, k, bias,
-                                                                   d_hash, route_scale, sel, wt);
-  DSV4_CUDA_LAUNCH_CHECK();
-}
-
 void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                   int k, float swiglu_limit, const Numerics& num, float* out) {
   const int hidden = static_cast<int>(b.shared_w1.in());
@@ -341,12 +304,12 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
     expert_down_kernel<<<down_grid, cuda::kGemvWarps * cuda::kWarp, 0, stream_>>>(a, slots, h, hs, ye);
     DSV4_CUDA_LAUNCH_CHECK();
     // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight).
-    gemv(sw1, 0, xc, H, H, act, sg, Is, Is, static_cast<int>(n_rows));
-    gemv(sw3, 0, xc, H, H, act, su, Is, Is, static_cast<int>(n_rows));
+    gemv_rows(sw1, xc, H, act, sg, Is, static_cast<int>(n_rows));
+    gemv_rows(sw3, xc, H, act, su, Is, static_cast<int>(n_rows));
     swiglu_kernel<<<cuda::blocks_for(n_rows * Is, kThreads), kThreads, 0, stream_>>>(
         sg, su, nullptr, n_rows, shared_inter, swiglu_limit, sh_h);
     DSV4_CUDA_LAUNCH_CHECK();
-    gemv(sw2, 0, sh_h, Is, Is, act, sh, H, H, static_cast<int>(n_rows));
+    gemv_rows(sw2, sh_h, Is, act, sh, H, static_cast<int>(n_rows));
     combine_kernel<<<cuda::blocks_for(n_rows * H, kThreads), kThreads, 0, stream_>>>(
         ye, sh, sel + row0 * k, n_rows, k, hidden, out + row0 * H);
     DSV4_CUDA_LAUNCH_CHECK();

@@ -1,30 +1,58 @@
 // CUDA vs CPU: hyper-connections (MODEL.md §4.4, §4.5, §4.25 steps 1-3, SPECDECODE §2.3).
+#include <cmath>
+#include <string>
+
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
 
 namespace {
-constexpr int kHc = 4, kHidden = 256, kRows = 3;
-}
 
-TEST_CASE("hc_pre twin: f32 mixes, f64 Sinkhorn, f32 collapse") {
-  Backends b;
-  Rng rng(21);
-  Store store;
-  const int m = (2 + kHc) * kHc;
-  HcParams p;
-  p.fn = store.f32("hc_attn_fn", {m, kHc * kHidden}, rng.normals(static_cast<size_t>(m) * kHc * kHidden, 0.05f));
-  p.base = store.f32("hc_attn_base", {m}, rng.normals(m, 0.5f));
-  p.scale = store.f32("hc_attn_scale", {3}, {0.7f, 1.3f, 2.0f});
-  PairF h = put(b, rng.normals(static_cast<size_t>(kRows) * kHc * kHidden));
-  PairF y = zeros(b, kRows * kHidden), post = zeros(b, kRows * kHc), comb = zeros(b, kRows * kHc * kHc);
-  for (int s : {kCpu, kGpu})
-    b.at(s).hc_pre(h[s], kRows, kHc, kHidden, p, 1e-6, 1e-6, 20, y[s], post[s], comb[s]);
-  // f32 mix dots (1024 terms) vs f64: ~1e-6 relative on the mix, damped by the sigmoid /
-  // softmax; 20 Sinkhorn rounds keep it below 1e-5.
-  check_close("hc_pre y", get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
-  check_close("hc_pre post", get(b, post, kCpu), get(b, post, kGpu), 1e-5, 1e-5);
-  check_close("hc_pre comb", get(b, comb, kCpu), get(b, comb, kGpu), 1e-5, 1e-5);
+constexpr int kHc = 4, kHidden = 256, kRows = 3;
+
+struct Shape {
+  int hidden, rows;
+};
+// A small case over two row tiles of the mix kernel (8 rows each), then Flash (hc 4, hidden
+// 4096: fn [24, 16384]) as a decode row and a verify round.
+constexpr Shape kShapes[] = {{kHidden, 11}, {4096, 1}, {4096, 5}};
+
+// fn entries scaled so the mixes stay O(1) at every width (sigmoid / softmax not saturated).
+float fn_sd(int hidden) { return 1.6f / std::sqrt(static_cast<float>(kHc * hidden)); }
+
+}  // namespace
+
+TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single rows") {
+  for (const Shape& sh : kShapes) {
+    Backends b;
+    Rng rng(21);
+    Store store;
+    const int m = (2 + kHc) * kHc, rows = sh.rows, hidden = sh.hidden;
+    const int64_t width = int64_t{kHc} * hidden;
+    HcParams p;
+    p.fn = store.f32("hc_attn_fn", {m, width}, rng.normals(static_cast<size_t>(m * width), fn_sd(hidden)));
+    p.base = store.f32("hc_attn_base", {m}, rng.normals(m, 0.5f));
+    p.scale = store.f32("hc_attn_scale", {3}, {0.7f, 1.3f, 2.0f});
+    PairF h = put(b, rng.normals(static_cast<size_t>(rows * width)));
+    PairF y = zeros(b, rows * hidden), post = zeros(b, rows * kHc), comb = zeros(b, rows * kHc * kHc);
+    for (int s : {kCpu, kGpu})
+      b.at(s).hc_pre(h[s], rows, kHc, hidden, p, 1e-6, 1e-6, 20, y[s], post[s], comb[s]);
+    // Mixes and Sinkhorn in f64 on both sides; they differ only in the f64 dot's summation
+    // order (<= ~2e-12 relative on a mix, the worst near zero, found by replaying the
+    // kernel's order on the host) and exp's last bit, so pre / post / comb round to the same
+    // f32 or one ulp apart (<= 1.2e-7 relative) and y moves by one pre ulp times |h|. Bound 1e-6.
+    const std::string at = " hidden " + std::to_string(hidden) + " rows " + std::to_string(rows);
+    check_close("hc_pre y" + at, get(b, y, kCpu), get(b, y, kGpu), 1e-6, 1e-6);
+    check_close("hc_pre post" + at, get(b, post, kCpu), get(b, post, kGpu), 1e-6, 1e-6);
+    check_close("hc_pre comb" + at, get(b, comb, kCpu), get(b, comb, kGpu), 1e-6, 1e-6);
+    PairF y1 = zeros(b, y.n), post1 = zeros(b, post.n), comb1 = zeros(b, comb.n);
+    for (int t = 0; t < rows; ++t)
+      b.gpu->hc_pre(h[kGpu] + t * width, 1, kHc, hidden, p, 1e-6, 1e-6, 20, y1[kGpu] + t * hidden,
+                    post1[kGpu] + t * kHc, comb1[kGpu] + t * kHc * kHc);
+    check_bitwise("hc_pre y rows vs single rows" + at, get(b, y, kGpu), get(b, y1, kGpu));
+    check_bitwise("hc_pre post rows vs single rows" + at, get(b, post, kGpu), get(b, post1, kGpu));
+    check_bitwise("hc_pre comb rows vs single rows" + at, get(b, comb, kGpu), get(b, comb1, kGpu));
+  }
 }
 
 TEST_CASE("hc_post twin: post x + comb^T res (bit-exact)") {
@@ -38,19 +66,34 @@ TEST_CASE("hc_post twin: post x + comb^T res (bit-exact)") {
   check_close("hc_post", get(b, out, kCpu), get(b, out, kGpu), 0, 0);
 }
 
-TEST_CASE("hc_head and hc_mean twins") {
+TEST_CASE("hc_head twin; rows vs single rows") {
+  for (const Shape& sh : kShapes) {
+    Backends b;
+    Rng rng(23);
+    Store store;
+    const int rows = sh.rows, hidden = sh.hidden;
+    const int64_t width = int64_t{kHc} * hidden;
+    HeadWeights w;
+    w.hc_head_fn = store.f32("hc_head_fn", {kHc, width}, rng.normals(static_cast<size_t>(kHc * width), fn_sd(hidden)));
+    w.hc_head_base = store.f32("hc_head_base", {kHc}, rng.normals(kHc, 0.5f));
+    w.hc_head_scale = store.f32("hc_head_scale", {1}, {0.8f});
+    PairF h = put(b, rng.normals(static_cast<size_t>(rows * width)));
+    PairF y = zeros(b, rows * hidden), y1 = zeros(b, rows * hidden);
+    for (int s : {kCpu, kGpu}) b.at(s).hc_head(h[s], rows, kHc, hidden, w, 1e-6, 1e-6, y[s]);
+    // f64 mixes on both sides through the f64 sigmoid: pre equal or one f32 ulp apart (as
+    // hc_pre). Bound 1e-6.
+    const std::string at = " hidden " + std::to_string(hidden) + " rows " + std::to_string(rows);
+    check_close("hc_head" + at, get(b, y, kCpu), get(b, y, kGpu), 1e-6, 1e-6);
+    for (int t = 0; t < rows; ++t)
+      b.gpu->hc_head(h[kGpu] + t * width, 1, kHc, hidden, w, 1e-6, 1e-6, y1[kGpu] + t * hidden);
+    check_bitwise("hc_head rows vs single rows" + at, get(b, y, kGpu), get(b, y1, kGpu));
+  }
+}
+
+TEST_CASE("hc_mean twin (bit-exact)") {
   Backends b;
-  Rng rng(23);
-  Store store;
-  HeadWeights w;
-  w.hc_head_fn = store.f32("hc_head_fn", {kHc, kHc * kHidden}, rng.normals(kHc * kHc * kHidden, 0.05f));
-  w.hc_head_base = store.f32("hc_head_base", {kHc}, rng.normals(kHc, 0.5f));
-  w.hc_head_scale = store.f32("hc_head_scale", {1}, {0.8f});
+  Rng rng(24);
   PairF h = put(b, rng.normals(kRows * kHc * kHidden));
-  PairF y = zeros(b, kRows * kHidden);
-  for (int s : {kCpu, kGpu}) b.at(s).hc_head(h[s], kRows, kHc, kHidden, w, 1e-6, 1e-6, y[s]);
-  // f32 mix dots vs f64 through a sigmoid: bound 1e-5.
-  check_close("hc_head", get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
   const int stride = kHidden + 16;
   PairF mean = zeros(b, kRows * stride);
   for (int s : {kCpu, kGpu}) b.at(s).hc_mean(h[s], kRows, kHc, kHidden, mean[s], stride);

@@ -75,4 +75,32 @@ TEST_CASE("grouped_wo_a twin: group g uses rows [g*Or, (g+1)*Or) on its own colu
   check_close("grouped_wo_a", get(b, og, kCpu), get(b, og, kGpu), 1e-5, 1e-5);
 }
 
+TEST_CASE("linear_fp8 and grouped_wo_a twins at Flash shapes: split warps, 1..9 rows") {
+  // [512, 4096] (wkv) and [128, 16384] run with 4 and 8 warps per output set
+  // (linear.cuh gemv_splits); 9 rows take two passes of the 8-row kernel.
+  Backends b;
+  Rng rng(34);
+  Store store;
+  const int rows = 9;
+  for (const auto& [out, in] : {std::pair<int64_t, int64_t>{512, 4096}, {128, 16384}}) {
+    const Fp8Linear w = store.fp8("wkv", out, in, rng);
+    PairF x = put(b, rng.normals(rows * in));
+    PairF y = zeros(b, rows * out);
+    for (int s : {kCpu, kGpu}) b.at(s).linear_fp8(w, x[s], rows, true, y[s]);
+    // f32 on both, different summation orders over 4096-16384 terms: ~1e-6; bound 1e-5.
+    check_close(cat("linear_fp8 [", out, ", ", in, "]"), get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
+    check_row_independent(b, cat("linear_fp8 [", out, ", ", in, "]"), x, in, out, rows,
+                          [&](const float* xp, int r, float* yp) { b.gpu->linear_fp8(w, xp, r, true, yp); });
+  }
+  const int groups = 8, o_rank = 1024, cols = 4096;  // Flash wo_a: G = 8, Or = 1024, nh*D/G = 4096
+  const Fp8Linear wo_a = store.fp8("wo_a", groups * o_rank, cols, rng);
+  const int g_rows = 3;
+  PairF o = put(b, rng.normals(g_rows * groups * cols));
+  PairF og = zeros(b, g_rows * groups * o_rank);
+  for (int s : {kCpu, kGpu}) b.at(s).grouped_wo_a(wo_a, o[s], g_rows, groups, true, og[s]);
+  check_close("grouped_wo_a Flash", get(b, og, kCpu), get(b, og, kGpu), 1e-5, 1e-5);
+  check_row_independent(b, "grouped_wo_a Flash", o, groups * cols, groups * o_rank, g_rows,
+                        [&](const float* xp, int r, float* yp) { b.gpu->grouped_wo_a(wo_a, xp, r, groups, true, yp); });
+}
+
 }  // namespace dsv4::twin

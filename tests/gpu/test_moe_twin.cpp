@@ -64,6 +64,75 @@ TEST_CASE("route twin: score routing (sc + bias desc, id asc) and hash routing")
   }
 }
 
+// Flash router shapes with exact ties built in: expert 250 copies expert 10's gate row and
+// 200 copies 37's, with equal biases, so their scores tie bit for bit on either backend.
+// Biases +8 put {3, 10, 99, 140, 250} in slots 0-4 in score order, +5 puts the pair
+// {37, 200} at the boundary: slot 5 must be 37 (D10: ties to the lower id).
+struct FlashRouter {
+  static constexpr int kE = 256, kTop = 6, kH = 4096;
+  Store store;
+  BlockWeights w;
+  FlashRouter(Rng& rng, bool hash) {
+    w.layer_id = hash ? 1 : 4;
+    w.hash = hash;
+    std::vector<float> gate = rng.normals(static_cast<size_t>(kE) * kH, 0.02f);
+    std::copy_n(gate.begin() + 10 * kH, kH, gate.begin() + 250 * kH);
+    std::copy_n(gate.begin() + 37 * kH, kH, gate.begin() + 200 * kH);
+    w.gate_weight = store.bf16("ffn.gate.weight", {kE, kH}, gate);
+    if (hash) {
+      for (int v = 0; v < 32; ++v)  // distinct ids per row (41 is odd), stored order kept
+        for (int j = 0; j < kTop; ++j) w.tid2eid.push_back((v * 37 + j * 41) % kE);
+      return;
+    }
+    std::vector<float> bias = rng.normals(kE, 0.3f);
+    for (int e : {3, 10, 99, 140, 250}) bias[e] = 8.0f;
+    bias[37] = bias[200] = 5.0f;
+    w.gate_bias = store.f32("ffn.gate.bias", {kE}, bias);
+  }
+};
+
+TEST_CASE("route twin at Flash shapes: 256 experts, top 6, exact ties; rows vs single rows") {
+  using F = FlashRouter;
+  for (int rows : {1, 7}) {
+    for (bool hash : {false, true}) {
+      Backends b;
+      Rng rng(hash ? 73 : 74);
+      F r(rng, hash);
+      PairF x = put(b, rng.normals(static_cast<size_t>(rows) * F::kH));
+      std::vector<int32_t> ids(rows);
+      for (int t = 0; t < rows; ++t) ids[t] = (t * 11 + 5) % 32;
+      PairI sel = put_i32(b, std::vector<int32_t>(rows * F::kTop, -1));
+      PairF wt = zeros(b, rows * F::kTop);
+      for (int s : {kCpu, kGpu})
+        b.at(s).route(r.w, x[s], rows, ids.data(), F::kH, F::kE, F::kTop, 1.5f, sel[s], wt[s]);
+      const auto ref = get_i32(b, sel, kCpu), got = get_i32(b, sel, kGpu);
+      const std::string at = std::string(hash ? " hash" : " score") + " rows " + std::to_string(rows);
+      INFO("route" << at);
+      CHECK(ref == got);
+      if (!hash) {
+        for (int t = 0; t < rows; ++t) {
+          const auto first = got.begin() + t * F::kTop;
+          std::vector<int32_t> top(first, first + 5);
+          const auto ten = std::find(top.begin(), top.end(), 10);
+          CHECK((ten != top.end() && ten + 1 != top.end() && ten[1] == 250));  // tie: lower id first
+          std::sort(top.begin(), top.end());
+          CHECK(top == std::vector<int32_t>{3, 10, 99, 140, 250});
+          CHECK(first[5] == 37);  // tie at the boundary: 200 left out
+        }
+      }
+      // As the small case: f32 sqrt(softplus) of f32 vs f64 logits (4096 terms): bound 1e-5.
+      if (ref == got) check_close("route wt" + at, get(b, wt, kCpu), get(b, wt, kGpu), 1e-5, 1e-5);
+      PairI sel1 = put_i32(b, std::vector<int32_t>(rows * F::kTop, -1));
+      PairF wt1 = zeros(b, rows * F::kTop);
+      for (int t = 0; t < rows; ++t)
+        b.gpu->route(r.w, x[kGpu] + t * F::kH, 1, ids.data() + t, F::kH, F::kE, F::kTop, 1.5f,
+                     sel1[kGpu] + t * F::kTop, wt1[kGpu] + t * F::kTop);
+      CHECK(get_i32(b, sel1, kGpu) == got);
+      check_bitwise("route wt rows vs single rows" + at, get(b, wt, kGpu), get(b, wt1, kGpu));
+    }
+  }
+}
+
 TEST_CASE("moe twin: both expert arms, MXFP4 and NVFP4, clamp on and off") {
   struct Arm {
     const char* name;
