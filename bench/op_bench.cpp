@@ -231,6 +231,10 @@ int run(int argc, char** argv) {
   ops->prepare(rope);
   const Numerics num;  // the defaults a run uses
   Bench bench(*ops, warmup, reps);
+  {  // the per-op floor of a step without a graph: one launch that does nothing measurable
+    FBuf one = ops->alloc(1);
+    bench.time("launch floor (fill of 1 float)", 1, 0, [&] { ops->fill(one.data(), 0.0f, 1); });
+  }
   for (int l : layers) {
     const BlockWeights w = ckpt.load_block(l);
     for (int rows : row_counts) bench_layer_ops(bench, *ops, cfg, w, rope, rows, num);
