@@ -3,7 +3,9 @@
 // Model logic (stage/) is written once against this interface.
 //
 // Memory: every `float*` / `int32_t*` argument is BACKEND memory (host on cpu, device
-// on cuda) unless its comment says "host".
+// on cuda) unless its comment says "host". Weights are TensorViews into the mapped
+// checkpoint; a backend makes them resident with prepare() before use (cuda keeps a
+// device copy keyed by the view's host pointer). Shapes use the spec's symbols.
 //
 // Position-independent decode (issue 12, the CUDA graph of a plain decode step): the ops
 // named *_dev and the "device step" ops below read the step's position and token from
@@ -13,9 +15,7 @@
 // what its host-array twin computes; a value the host twin refuses (a position outside
 // the rope table, a token outside the vocabulary) is refused by the CPU backend and
 // poisons the rows with NaN on CUDA (no host round trip to check it; the stage checks its
-// inputs before writing the StepState, and NaN logits are refused by name downstream). Weights are TensorViews into the mapped
-// checkpoint; a backend makes them resident with prepare() before use (cuda keeps a
-// device copy keyed by the view's host pointer). Shapes use the spec's symbols.
+// inputs before writing the StepState, and NaN logits are refused by name downstream).
 #pragma once
 #include <cstddef>
 #include <cstdint>
