@@ -23,6 +23,7 @@
 #include "launcher/tool_args.h"
 #include "model/checkpoint.h"
 #include "base/error.h"
+#include "bench/int_list.h"
 #include "bench/json_file.h"
 #include "model/presets.h"
 #include "model/step_bytes.h"
@@ -34,23 +35,6 @@ using namespace dsv4;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kFloorTBs = 4.3;  // CHECKPOINT.md §5.4, decision C11: measured copy bandwidth
-
-std::vector<int64_t> int_list(const std::string& text, const char* flag) {
-  std::vector<int64_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      out.push_back(std::stoll(item, &used));
-      if (used != item.size() || out.back() < 1) throw std::invalid_argument(item);
-    } catch (const std::exception&) {
-      throw Error(cat(flag, ": '", item, "' is not a positive integer (expected e.g. 1,2,3)"));
-    }
-  }
-  if (out.empty()) throw Error(cat(flag, ": empty list"));
-  return out;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -117,8 +101,8 @@ int run(int argc, char** argv) {
   const cxxopts::ParseResult& args = *parsed;
   const int steps = args["steps"].as<int>(), warmup = args["warmup"].as<int>();
   if (steps < 1 || warmup < 0) throw Error("--steps must be >= 1 and --warmup >= 0");
-  const std::vector<int64_t> contexts = int_list(args["contexts"].as<std::string>(), "--contexts");
-  const std::vector<int64_t> verify_rows = int_list(args["verify-rows"].as<std::string>(), "--verify-rows");
+  const std::vector<int64_t> contexts = int_list(args["contexts"].as<std::string>(), "--contexts", 1);
+  const std::vector<int64_t> verify_rows = int_list(args["verify-rows"].as<std::string>(), "--verify-rows", 1);
   const int64_t verify_ctx = args["verify-context"].as<int64_t>();
   const int64_t profile_ctx = args["profile-context"].as<int64_t>();
 

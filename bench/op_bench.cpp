@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "bench/int_list.h"
 #include "bench/json_file.h"
 #include "kernels/ops.h"
 #include "kernels/rope_table.h"
@@ -196,30 +197,13 @@ int run(int argc, char** argv) {
   const cxxopts::ParseResult& args = *parsed;
   const int reps = args["reps"].as<int>(), warmup = args["warmup"].as<int>();
   if (reps < 1 || warmup < 0) throw Error("--reps must be >= 1 and --warmup >= 0");
-  auto list = [](const std::string& text, const char* flag) {
-    std::vector<int> out;
-    size_t at = 0;
-    while (at <= text.size()) {
-      const size_t end = std::min(text.find(',', at), text.size());
-      const std::string item = text.substr(at, end - at);
-      try {
-        size_t used = 0;
-        out.push_back(std::stoi(item, &used));
-        if (used != item.size() || out.back() < 0) throw std::invalid_argument(item);
-      } catch (const std::exception&) {
-        throw Error(cat(flag, ": '", item, "' is not a non-negative integer"));
-      }
-      at = end + 1;
-    }
-    return out;
-  };
-  const std::vector<int> layers = list(args["layers"].as<std::string>(), "--layers");
-  const std::vector<int> row_counts = list(args["rows"].as<std::string>(), "--rows");
+  const std::vector<int64_t> layers = int_list(args["layers"].as<std::string>(), "--layers", 0);
+  const std::vector<int64_t> row_counts = int_list(args["rows"].as<std::string>(), "--rows", 1);
   const std::string preset = args["preset"].as<std::string>();
   int trunk = 0;
-  for (int l : layers) trunk = std::max(trunk, l + 1);
+  for (int64_t l : layers) trunk = std::max(trunk, static_cast<int>(l) + 1);
   const ModelConfig cfg = preset_by_name(preset, preset == "flash" ? trunk : 0);
-  for (int l : layers)
+  for (int64_t l : layers)
     if (l >= cfg.num_hidden_layers) throw Error(cat("--layers: ", l, " >= ", cfg.num_hidden_layers, " trunk layers"));
   const std::string backend = args["backend"].as<std::string>();
   if (backend != "cuda" && backend != "cpu") throw Error(cat("--backend: '", backend, "' (cuda or cpu)"));
@@ -235,9 +219,9 @@ int run(int argc, char** argv) {
     FBuf one = ops->alloc(1);
     bench.time("launch floor (fill of 1 float)", 1, 0, [&] { ops->fill(one.data(), 0.0f, 1); });
   }
-  for (int l : layers) {
-    const BlockWeights w = ckpt.load_block(l);
-    for (int rows : row_counts) bench_layer_ops(bench, *ops, cfg, w, rope, rows, num);
+  for (int64_t l : layers) {
+    const BlockWeights w = ckpt.load_block(static_cast<int>(l));
+    for (int64_t rows : row_counts) bench_layer_ops(bench, *ops, cfg, w, rope, static_cast<int>(rows), num);
   }
   if (args.count("json")) {
     nlohmann::ordered_json j;

@@ -404,6 +404,7 @@ void log_exit(const std::shared_ptr<spdlog::logger>& log, int code) {
     log->debug("exit status {}", code);
     log->flush();
   }
+  note_exit_decided(code);
   std::fflush(stdout);
   std::fflush(stderr);
 }
@@ -424,7 +425,7 @@ bool stopped_at_setup(MpiEndpoint& ep, const std::string& setup_error,
       say(log, rank, cat("rank ", rank, ": stopping because rank ", k, " failed",
                          own ? cat("; this rank's own error: ", setup_error) : ""));
     }
-    if (log) log->debug("exit status 1");
+    log_exit(log, 1);  // flushed now: once rank 0 exits, mpirun may kill this rank
     return true;
   }
   return false;
@@ -539,7 +540,7 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMon
     if (rt.profiler) log_op_profile(*rt.profiler, rank, *log);
     if (const std::string missed = rt.faults.missed(); !missed.empty()) log->warn(missed);
     check_rank_log();
-    log->debug("exit status 0");
+    log_exit(log, 0);
     return 0;
   } catch (const PeerFailed& f) {
     log->error("rank {}: stopping because rank {} failed", rank, f.failed_rank);

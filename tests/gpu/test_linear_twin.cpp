@@ -17,6 +17,19 @@ void check_row_independent(Backends& b, const std::string& what, const PairF& x,
   check_bitwise(what + " rows vs single rows", get(b, all, kGpu), get(b, one, kGpu));
 }
 
+// grouped_wo_a CUDA vs CPU on [groups * o_rank, cols] FP8 weights, and its rows vs single rows.
+void check_grouped_wo_a(Backends& b, Store& store, Rng& rng, int groups, int o_rank, int cols, int rows,
+                        const std::string& what) {
+  const Fp8Linear w = store.fp8("wo_a", groups * o_rank, cols, rng);
+  PairF o = put(b, rng.normals(rows * groups * cols));
+  PairF og = zeros(b, rows * groups * o_rank);
+  for (int s : {kCpu, kGpu}) b.at(s).grouped_wo_a(w, o[s], rows, groups, true, og[s]);
+  // L-bf16 on both (f32, different order, <= 4096 terms): ~1e-6; bound 1e-5.
+  check_close(what, get(b, og, kCpu), get(b, og, kGpu), 1e-5, 1e-5);
+  check_row_independent(b, what, o, groups * cols, groups * o_rank, rows,
+                        [&](const float* xp, int r, float* yp) { b.gpu->grouped_wo_a(w, xp, r, groups, true, yp); });
+}
+
 }  // namespace
 
 TEST_CASE("linear_fp8 twin (L-bf16), partial 128-blocks, and row independence") {
@@ -65,14 +78,7 @@ TEST_CASE("grouped_wo_a twin: group g uses rows [g*Or, (g+1)*Or) on its own colu
   Backends b;
   Rng rng(33);
   Store store;
-  const int groups = 4, o_rank = 128, cols = 256;
-  const Fp8Linear w = store.fp8("wo_a", groups * o_rank, cols, rng);
-  const int rows = 3;
-  PairF o = put(b, rng.normals(rows * groups * cols));
-  PairF og = zeros(b, rows * groups * o_rank);
-  for (int s : {kCpu, kGpu}) b.at(s).grouped_wo_a(w, o[s], rows, groups, true, og[s]);
-  // L-bf16 on both (f32, different order): bound 1e-5.
-  check_close("grouped_wo_a", get(b, og, kCpu), get(b, og, kGpu), 1e-5, 1e-5);
+  check_grouped_wo_a(b, store, rng, 4, 128, 256, 3, "grouped_wo_a");
 }
 
 TEST_CASE("linear_fp8 and grouped_wo_a twins at Flash shapes: split warps, 1..9 rows") {
@@ -92,15 +98,8 @@ TEST_CASE("linear_fp8 and grouped_wo_a twins at Flash shapes: split warps, 1..9 
     check_row_independent(b, cat("linear_fp8 [", out, ", ", in, "]"), x, in, out, rows,
                           [&](const float* xp, int r, float* yp) { b.gpu->linear_fp8(w, xp, r, true, yp); });
   }
-  const int groups = 8, o_rank = 1024, cols = 4096;  // Flash wo_a: G = 8, Or = 1024, nh*D/G = 4096
-  const Fp8Linear wo_a = store.fp8("wo_a", groups * o_rank, cols, rng);
-  const int g_rows = 3;
-  PairF o = put(b, rng.normals(g_rows * groups * cols));
-  PairF og = zeros(b, g_rows * groups * o_rank);
-  for (int s : {kCpu, kGpu}) b.at(s).grouped_wo_a(wo_a, o[s], g_rows, groups, true, og[s]);
-  check_close("grouped_wo_a Flash", get(b, og, kCpu), get(b, og, kGpu), 1e-5, 1e-5);
-  check_row_independent(b, "grouped_wo_a Flash", o, groups * cols, groups * o_rank, g_rows,
-                        [&](const float* xp, int r, float* yp) { b.gpu->grouped_wo_a(wo_a, xp, r, groups, true, yp); });
+  // Flash wo_a: G = 8, Or = 1024, nh*D/G = 4096.
+  check_grouped_wo_a(b, store, rng, 8, 1024, 4096, 3, "grouped_wo_a Flash");
 }
 
 }  // namespace dsv4::twin
