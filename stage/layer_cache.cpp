@@ -1,6 +1,7 @@
 // MODEL.md §6.1, §6.4, §6.6; SPECDECODE.md §4.3.
 #include "stage/layer_cache.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "base/error.h"
@@ -38,11 +39,12 @@ int CompressorState::slot_of(int64_t p) const {
   return w_->overlap ? ratio_ + in_block : in_block;
 }
 
-void CompressorState::write_row(Ops& ops, int64_t p, int i) {
+void CompressorState::write_row(Ops& ops, int64_t p, const float* kv, const float* score,
+                                int i) {
   const size_t off = static_cast<size_t>(slot_of(p)) * latent_;
   const size_t src = static_cast<size_t>(i) * latent_;
-  ops.copy(pend_kv_.data() + off, rows_kv_.data() + src, latent_);
-  ops.copy(pend_score_.data() + off, rows_score_.data() + src, latent_);
+  ops.copy(pend_kv_.data() + off, kv + src, latent_);
+  ops.copy(pend_score_.data() + off, score + src, latent_);
 }
 
 void CompressorState::shift(Ops& ops) {
@@ -86,10 +88,16 @@ void CompressorState::advance(Ops& ops, int64_t pos0, int rows, const RopeTable&
     ops.copy(snap_score_.data(), pend_score_.data(), pend);
     blocks0_ = blocks_;
   }
+  absorb(ops, rows_kv_.data(), rows_score_.data(), pos0, rows, rope, norm_eps, num);
+}
+
+void CompressorState::absorb(Ops& ops, const float* kv, const float* score, int64_t pos0,
+                             int rows, const RopeTable& rope, double norm_eps,
+                             const Numerics& num) {
   const size_t cur = w_->overlap ? static_cast<size_t>(ratio_) * latent_ : 0;
   for (int i = 0; i < rows; ++i) {
     const int64_t p = pos0 + i;
-    write_row(ops, p, i);
+    write_row(ops, p, kv, score, i);
     if ((p + 1) % ratio_ != 0) continue;
     const int j = static_cast<int>(p / ratio_);
     DSV4_CHECK(blocks_ == j, "compressor blocks ", blocks_, " != emitted block ", j);
@@ -109,7 +117,7 @@ void CompressorState::rollback(Ops& ops, int64_t pos0, int n) {
   blocks_ = blocks0_;
   for (int i = 0; i < n; ++i) {
     const int64_t p = pos0 + i;
-    write_row(ops, p, i);
+    write_row(ops, p, rows_kv_.data(), rows_score_.data(), i);
     if ((p + 1) % ratio_ != 0) continue;
     if (w_->overlap) shift(ops);
     ++blocks_;
@@ -117,19 +125,19 @@ void CompressorState::rollback(Ops& ops, int64_t pos0, int n) {
 }
 
 LayerCache::LayerCache(Ops& ops, const BlockWeights& b, int window_, int64_t max_seq,
-                       int head_dim_, int trans_rows_, int row_cap)
+                       int head_dim_, int tmax, int row_cap, int chunk_rows)
     : window(window_),
       cap_blocks(b.ratio > 0 ? static_cast<int>(max_seq / b.ratio) : 0),
-      trans_rows(trans_rows_),
+      trans_rows(std::max(tmax, chunk_rows)),
       head_dim(head_dim_) {
   kvc = ops.alloc(static_cast<size_t>(window + cap_blocks + trans_rows) * head_dim);
   if (b.compressor) {
-    attn.emplace(ops, *b.compressor, store_rows(), row_cap, trans_rows > 0);
+    attn.emplace(ops, *b.compressor, store_rows(), row_cap, tmax > 0);
   }
   if (b.indexer) {
     const CompressorWeights& ic = b.indexer->compressor;
     ikvc = ops.alloc(static_cast<size_t>(cap_blocks) * ic.d);
-    index.emplace(ops, ic, ikvc.data(), row_cap, trans_rows > 0);
+    index.emplace(ops, ic, ikvc.data(), row_cap, tmax > 0);
   }
 }
 

@@ -1,10 +1,12 @@
 // Per-layer decode state (MODEL.md §6.1) and the compressor pending-state machine
 // (§6.4, §6.6), with the verify-round checkpoint of SPECDECODE.md §4.3.
 //
-// Layout of one layer's attention KV cache `kvc` [W + cap_blocks + tmax, D]:
+// Layout of one layer's attention KV cache `kvc` [W + cap_blocks + T, D]:
 //   rows [0, W)                          window ring, position p at slot p mod W
 //   rows [W, W + cap_blocks)             compressed store, block j at row W + j
-//   rows [W + cap_blocks, .. + tmax)     verify transient rows (drafter only, never live)
+//   rows [W + cap_blocks, .. + T)        transient rows, never live: a verify round's
+//                                        (tmax, drafter only) or a prefill chunk's latents
+//                                        (T = max(tmax, chunk rows) with chunked prefill)
 // Pending scores hold RAW gate projections; compress_blocks adds ape (one convention
 // for prefill seeding, decode and verify, §6.1).
 #pragma once
@@ -43,6 +45,10 @@ class CompressorState {
   // count are snapshotted first (SPECDECODE §4.3).
   void advance(Ops& ops, int64_t pos0, int rows, const RopeTable& rope, double norm_eps,
                const Numerics& num, bool open_round);
+  // The same §6.4 walk from kv / score [rows, Lc] given by the caller (a prefill chunk's
+  // raw projections in the stage workspace), without a checkpoint.
+  void absorb(Ops& ops, const float* kv, const float* score, int64_t pos0, int rows,
+              const RopeTable& rope, double norm_eps, const Numerics& num);
   // SPECDECODE §4.3 rollback: restore the snapshot and replay the first n rows of the
   // round opened at pos0 (rows, shifts, counts; never re-pools).
   void rollback(Ops& ops, int64_t pos0, int n);
@@ -51,7 +57,8 @@ class CompressorState {
 
  private:
   int slot_of(int64_t p) const;
-  void write_row(Ops& ops, int64_t p, int i);   // rows_*[i] -> pending slot of p
+  // kv / score row i -> pending slot of p
+  void write_row(Ops& ops, int64_t p, const float* kv, const float* score, int i);
   void shift(Ops& ops);                         // overlap: cur -> prev
 
   const CompressorWeights* w_;
@@ -64,10 +71,12 @@ class CompressorState {
 };
 
 struct LayerCache {
-  // W ring rows, cap_blocks = max_seq / ratio store rows (0 for ratio 0), trans_rows =
-  // tmax transient rows (0 without the drafter). row_cap = rows of one step / round.
+  // W ring rows, cap_blocks = max_seq / ratio store rows (0 for ratio 0), tmax verify
+  // transient rows (0 without the drafter: no compressor checkpoint), chunk_rows
+  // transient rows of a prefill chunk (0: unchunked prefill). row_cap = rows of one
+  // step / round.
   LayerCache(Ops& ops, const BlockWeights& b, int window, int64_t max_seq, int head_dim,
-             int trans_rows, int row_cap);
+             int tmax, int row_cap, int chunk_rows);
 
   int window = 0, cap_blocks = 0, trans_rows = 0, head_dim = 0;
   FBuf kvc;                              // [W + cap_blocks + trans_rows, D]

@@ -50,10 +50,7 @@ void Layer::prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, floa
 
   attention_back(ctx, src, m, h, s);
   ffn(ctx, ids, s, h);
-  // S14: only the last min(W, s) rows carry taps.
-  const int tap_rows = std::min(W, s);
-  write_taps(ctx, h + static_cast<int64_t>(s - tap_rows) * c.hc_mult * c.hidden_size, tap_rows,
-             taps);
+  write_last_taps(ctx, h, s, taps);
 }
 
 }  // namespace dsv4
