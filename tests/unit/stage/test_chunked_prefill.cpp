@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "stage/coordinator.h"
+#include "stage/drafter.h"
 #include "stage_harness.h"
 
 using namespace dsv4;
@@ -140,4 +141,31 @@ TEST_CASE("chunked stages refuse chunks they cannot take, naming the limit") {
                        doctest::Contains("prompt of 41 tokens exceeds max_prompt 40"), Error);
   CHECK_THROWS_WITH_AS(Stage(ckpt, *ops, stage_spec(0, 1, {0, 7}, 40, false, -1)),
                        doctest::Contains("prefill_chunk -1"), Error);
+}
+
+// R-D5 over chunks (stage/pipeline.cpp prime_chunk): chunks below W append their ring rows,
+// chunks of W or more prime afresh; either way the rings, the caches with taps on and the
+// next proposal are those of the whole prompt.
+TEST_CASE("chunked prefill primes the DSpark rings as the whole prompt does") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const int64_t V = ckpt.config().vocab_size;
+  const std::vector<int32_t> prompt = random_tokens(45, V, 5);
+  DsparkDrafter whole_drafter(ckpt, *ops, Numerics{}, kMaxSeq);
+  InProcessRun whole(ckpt, *ops, {{0, 7}}, kMaxSeq, true, &whole_drafter);
+  const std::vector<float> rows = whole.prefill(prompt);
+  const int32_t head = argmax({rows.end() - V, rows.end()});
+  const Proposal want = whole_drafter.propose(head, 44);
+  for (int64_t chunk : {5, 16, 20}) {
+    CAPTURE(chunk);
+    DsparkDrafter drafter(ckpt, *ops, Numerics{}, kMaxSeq);
+    InProcessRun chunked(ckpt, *ops, {{0, 4}, {4, 7}}, kMaxSeq, true, &drafter, chunk);
+    CHECK(argmax(chunked.prefill_chunks(prompt, chunk)) == head);
+    CHECK(drafter.ring_pos() == 45);
+    CHECK(first_cache_difference(drafter.ring_classes(), whole_drafter.ring_classes()) == "");
+    CHECK(first_cache_difference(chunked.cache_classes(false), whole.cache_classes(false)) == "");
+    const Proposal got = drafter.propose(head, 44);
+    CHECK(got.out_ids == want.out_ids);
+    CHECK(same_bits(got.confidence.data(), want.confidence.data(), want.confidence.size()));
+  }
 }
