@@ -39,12 +39,11 @@ int CompressorState::slot_of(int64_t p) const {
   return w_->overlap ? ratio_ + in_block : in_block;
 }
 
-void CompressorState::write_row(Ops& ops, int64_t p, const float* kv, const float* score,
-                                int i) {
+void CompressorState::write_row(Ops& ops, int64_t p, int i) {
   const size_t off = static_cast<size_t>(slot_of(p)) * latent_;
   const size_t src = static_cast<size_t>(i) * latent_;
-  ops.copy(pend_kv_.data() + off, kv + src, latent_);
-  ops.copy(pend_score_.data() + off, score + src, latent_);
+  ops.copy(pend_kv_.data() + off, rows_kv_.data() + src, latent_);
+  ops.copy(pend_score_.data() + off, rows_score_.data() + src, latent_);
 }
 
 void CompressorState::shift(Ops& ops) {
@@ -88,16 +87,10 @@ void CompressorState::advance(Ops& ops, int64_t pos0, int rows, const RopeTable&
     ops.copy(snap_score_.data(), pend_score_.data(), pend);
     blocks0_ = blocks_;
   }
-  absorb(ops, rows_kv_.data(), rows_score_.data(), pos0, rows, rope, norm_eps, num);
-}
-
-void CompressorState::absorb(Ops& ops, const float* kv, const float* score, int64_t pos0,
-                             int rows, const RopeTable& rope, double norm_eps,
-                             const Numerics& num) {
   const size_t cur = w_->overlap ? static_cast<size_t>(ratio_) * latent_ : 0;
   for (int i = 0; i < rows; ++i) {
     const int64_t p = pos0 + i;
-    write_row(ops, p, kv, score, i);
+    write_row(ops, p, i);
     if ((p + 1) % ratio_ != 0) continue;
     const int j = static_cast<int>(p / ratio_);
     DSV4_CHECK(blocks_ == j, "compressor blocks ", blocks_, " != emitted block ", j);
@@ -110,6 +103,48 @@ void CompressorState::absorb(Ops& ops, const float* kv, const float* score, int6
   }
 }
 
+void CompressorState::absorb_chunk(Ops& ops, const float* kv, const float* score, int64_t pos0,
+                                   int rows, const RopeTable& rope, double norm_eps,
+                                   const Numerics& num) {
+  const size_t lc = latent_;
+  const size_t cur = w_->overlap ? static_cast<size_t>(ratio_) * lc : 0;  // current block
+  float* const prev_kv = w_->overlap ? pend_kv_.data() : nullptr;
+  float* const prev_score = w_->overlap ? pend_score_.data() : nullptr;
+  // The pending block takes the chunk's first rows; complete, it is pooled as decode
+  // pools it (prev = the pending previous block).
+  const int rem0 = static_cast<int>(pos0 % ratio_);
+  const int fill = std::min(rows, ratio_ - rem0);
+  ops.copy(pend_kv_.data() + cur + rem0 * lc, kv, fill * lc);
+  ops.copy(pend_score_.data() + cur + rem0 * lc, score, fill * lc);
+  if (rem0 + fill < ratio_) return;
+  const int j0 = static_cast<int>(pos0 / ratio_);
+  DSV4_CHECK(blocks_ == j0, "compressor blocks ", blocks_, " != emitted block ", j0);
+  ops.compress_blocks(*w_, pend_kv_.data() + cur, pend_score_.data() + cur, 1, prev_kv,
+                      prev_score, j0, rope, norm_eps, num,
+                      store_ + static_cast<int64_t>(j0) * w_->d);
+  // The blocks wholly inside the chunk in one call, as prefill pools them; the first one's
+  // prev is block j0 (still the pending current block).
+  const int nb = (rows - fill) / ratio_;
+  if (nb > 0)
+    ops.compress_blocks(*w_, kv + fill * lc, score + fill * lc, nb,
+                        w_->overlap ? pend_kv_.data() + cur : nullptr,
+                        w_->overlap ? pend_score_.data() + cur : nullptr, j0 + 1, rope,
+                        norm_eps, num, store_ + static_cast<int64_t>(j0 + 1) * w_->d);
+  blocks_ = j0 + 1 + nb;
+  // §6.6 seeding from the chunk's tail: prev <- the last complete block, cur <- the rest.
+  const int tail = fill + nb * ratio_;  // first row of the incomplete block
+  if (w_->overlap && nb > 0) {
+    ops.copy(pend_kv_.data(), kv + (tail - ratio_) * lc, ratio_ * lc);
+    ops.copy(pend_score_.data(), score + (tail - ratio_) * lc, ratio_ * lc);
+  } else if (w_->overlap) {
+    shift(ops);
+  }
+  if (rows > tail) {
+    ops.copy(pend_kv_.data() + cur, kv + tail * lc, (rows - tail) * lc);
+    ops.copy(pend_score_.data() + cur, score + tail * lc, (rows - tail) * lc);
+  }
+}
+
 void CompressorState::rollback(Ops& ops, int64_t pos0, int n) {
   const size_t pend = static_cast<size_t>(slots_) * latent_;
   ops.copy(pend_kv_.data(), snap_kv_.data(), pend);
@@ -117,7 +152,7 @@ void CompressorState::rollback(Ops& ops, int64_t pos0, int n) {
   blocks_ = blocks0_;
   for (int i = 0; i < n; ++i) {
     const int64_t p = pos0 + i;
-    write_row(ops, p, rows_kv_.data(), rows_score_.data(), i);
+    write_row(ops, p, i);
     if ((p + 1) % ratio_ != 0) continue;
     if (w_->overlap) shift(ops);
     ++blocks_;
@@ -139,6 +174,16 @@ LayerCache::LayerCache(Ops& ops, const BlockWeights& b, int window_, int64_t max
     ikvc = ops.alloc(static_cast<size_t>(cap_blocks) * ic.d);
     index.emplace(ops, ic, ikvc.data(), row_cap, tmax > 0);
   }
+}
+
+void LayerCache::write_ring(Ops& ops, int64_t first, const float* src, int n) const {
+  DSV4_CHECK(n <= window, "ring write of ", n, " rows > window ", window);
+  const int slot = static_cast<int>(first % window);
+  const int head = std::min(n, window - slot);  // slots [slot, slot + head), then [0, n - head)
+  ops.copy(ring_row(first), src, static_cast<size_t>(head) * head_dim);
+  if (n > head)
+    ops.copy(kvc.data(), src + static_cast<size_t>(head) * head_dim,
+             static_cast<size_t>(n - head) * head_dim);
 }
 
 void LayerCache::reset(Ops& ops) {

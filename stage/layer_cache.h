@@ -45,10 +45,11 @@ class CompressorState {
   // count are snapshotted first (SPECDECODE §4.3).
   void advance(Ops& ops, int64_t pos0, int rows, const RopeTable& rope, double norm_eps,
                const Numerics& num, bool open_round);
-  // The same §6.4 walk from kv / score [rows, Lc] given by the caller (a prefill chunk's
-  // raw projections in the stage workspace), without a checkpoint.
-  void absorb(Ops& ops, const float* kv, const float* score, int64_t pos0, int rows,
-              const RopeTable& rope, double norm_eps, const Numerics& num);
+  // A prefill chunk (Layer::extend): the live state `rows` decode steps at pos0.. would
+  // leave, from the chunk's raw projections kv / score [rows, Lc] (stage workspace), with
+  // its blocks pooled in two compress_blocks calls instead of one per block (§6.6).
+  void absorb_chunk(Ops& ops, const float* kv, const float* score, int64_t pos0, int rows,
+                    const RopeTable& rope, double norm_eps, const Numerics& num);
   // SPECDECODE §4.3 rollback: restore the snapshot and replay the first n rows of the
   // round opened at pos0 (rows, shifts, counts; never re-pools).
   void rollback(Ops& ops, int64_t pos0, int n);
@@ -57,8 +58,7 @@ class CompressorState {
 
  private:
   int slot_of(int64_t p) const;
-  // kv / score row i -> pending slot of p
-  void write_row(Ops& ops, int64_t p, const float* kv, const float* score, int i);
+  void write_row(Ops& ops, int64_t p, int i);   // rows_*[i] -> pending slot of p
   void shift(Ops& ops);                         // overlap: cur -> prev
 
   const CompressorWeights* w_;
@@ -90,6 +90,9 @@ struct LayerCache {
   float* trans_row(int i) const {
     return kvc.data() + static_cast<int64_t>(trans_base() + i) * head_dim;
   }
+  // Ring slots of positions first .. first+n-1 (n <= W) from rows src [n, D], in at most
+  // two copies (the slots wrap once).
+  void write_ring(Ops& ops, int64_t first, const float* src, int n) const;
   void reset(Ops& ops);
   // Benchmarks only (bench/decode_bench.cpp): the state after `pos` positions with
   // generated contents instead of a prefill: ring and stores full of seeded values in

@@ -11,9 +11,11 @@
 // transient rows (LayerCache, sized max(tmax, chunk rows)) and every row attends them
 // with the verify round's addressing (SPECDECODE §4.2: in-chunk positions -> transient
 // rows, earlier ones -> the ring, causal by the window law); the ring takes the chunk's
-// last min(W, n) latents after the attention. The compressors walk the chunk's raw
-// projections (in the workspace, not per-layer rows) position by position exactly as
-// decode does, emitting each block before the attention that may see it.
+// last min(W, n) latents after the attention. The compressors take the chunk's raw
+// projections (in the workspace, not per-layer rows) and leave the pending state decode
+// would leave, pooling the chunk's blocks as prefill does (CompressorState::absorb_chunk)
+// before the attention that may see them; the causal law is the index's (§4.17, §4.18
+// step 5: row p sees the blocks complete at p).
 #include <algorithm>
 
 #include "base/error.h"
@@ -43,23 +45,23 @@ void Layer::extend(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows
     CompressorState& ic = *cache_.index;
     indexer_query(ctx, rows);
     ic.project(ops, ws.x.data(), rows, ws.iraw_kv.data(), ws.iraw_score.data());
-    ic.absorb(ops, ws.iraw_kv.data(), ws.iraw_score.data(), pos0, rows, *rope_, c.rms_norm_eps,
-              ctx.num);
+    ic.absorb_chunk(ops, ws.iraw_kv.data(), ws.iraw_score.data(), pos0, rows, *rope_,
+                    c.rms_norm_eps, ctx.num);
     DSV4_CHECK(ic.blocks() == (pos0 + rows) / w_.ratio, "indexer blocks ", ic.blocks());
     indexer_select(ctx, m, rows, cache_.ikvc.data(), W);
   }
   if (cache_.attn) {  // step 6: before the attention, so a block completed here is seen
     CompressorState& ac = *cache_.attn;
     ac.project(ops, ws.x.data(), rows, ws.raw_kv.data(), ws.raw_score.data());
-    ac.absorb(ops, ws.raw_kv.data(), ws.raw_score.data(), pos0, rows, *rope_, c.rms_norm_eps,
-              ctx.num);
+    ac.absorb_chunk(ops, ws.raw_kv.data(), ws.raw_score.data(), pos0, rows, *rope_,
+                    c.rms_norm_eps, ctx.num);
     DSV4_CHECK(ac.blocks() == (pos0 + rows) / w_.ratio, "attention blocks ", ac.blocks());
   }
 
   attention_back(ctx, cache_.kvc.data(), m, h, rows);
   // The ring after the chunk: its last min(W, rows) positions, as decode would leave it.
-  for (int64_t p = std::max(pos0, pos0 + rows - W); p < pos0 + rows; ++p)
-    ops.copy(cache_.ring_row(p), cache_.trans_row(static_cast<int>(p - pos0)), cache_.head_dim);
+  const int kept = std::min(W, rows);
+  cache_.write_ring(ops, pos0 + rows - kept, cache_.trans_row(rows - kept), kept);
   ffn(ctx, ids, rows, h);
   write_last_taps(ctx, h, rows, taps);
 }
