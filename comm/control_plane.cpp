@@ -77,6 +77,7 @@ std::vector<uint8_t> encode_header(const OpHeader& h) {
   w.put<int64_t>(h.pos);
   w.put<int32_t>(h.count);
   w.put<int32_t>(h.want_logits ? 1 : 0);
+  w.put<int32_t>(h.last_chunk ? 1 : 0);
   w.put_vector(h.ids);
   return std::move(w.bytes);
 }
@@ -91,6 +92,7 @@ OpHeader decode_header(const std::vector<uint8_t>& bytes) {
   h.pos = r.get<int64_t>();
   h.count = r.get<int32_t>();
   h.want_logits = r.get<int32_t>() != 0;
+  h.last_chunk = r.get<int32_t>() != 0;
   h.ids = r.get_vector<int32_t>();
   r.finish();
   return h;

@@ -25,6 +25,9 @@ struct OpHeader {
   std::vector<int32_t> ids;      // the T token ids (every stage needs them: hash routing)
   int32_t count = 0;             // commit: the commit count (rows kept)
   bool want_logits = false;      // head rank returns the logits rows too
+  // prefill: this chunk ends the prompt (the head scores its last row and answers);
+  // false for the earlier chunks of a chunked prefill, which return nothing.
+  bool last_chunk = true;
   int64_t rows() const { return static_cast<int64_t>(ids.size()); }  // T
 };
 

@@ -40,6 +40,8 @@ MpiEndpoint::MpiEndpoint(MPI_Comm comm) : comm_(comm), error_buf_(kMaxErrorBytes
 }
 
 MpiEndpoint::~MpiEndpoint() {
+  for (Posted& p : posted_)  // completes in the background (MPI_Request_free)
+    if (p.req != MPI_REQUEST_NULL) MPI_Request_free(&p.req);
   if (error_req_ != MPI_REQUEST_NULL) {
     MPI_Cancel(&error_req_);
     MPI_Wait(&error_req_, MPI_STATUS_IGNORE);
@@ -116,6 +118,26 @@ void MpiEndpoint::send_message(int dst, int tag, const std::vector<uint8_t>& byt
   DSV4_CHECK(bytes.size() <= static_cast<size_t>(INT_MAX), "control message of ",
              bytes.size(), " bytes");
   send(dst, tag, bytes.data(), bytes.size());
+}
+
+void MpiEndpoint::post_message(int dst, int tag,
+                               std::shared_ptr<const std::vector<uint8_t>> bytes) {
+  DSV4_CHECK(bytes->size() <= static_cast<size_t>(INT_MAX), "control message of ",
+             bytes->size(), " bytes");
+  std::erase_if(posted_, [](Posted& p) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&p.req, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  });
+  Posted p{std::move(bytes)};
+  MPI_CHECK(MPI_Isend(p.bytes->data(), static_cast<int>(p.bytes->size()), MPI_BYTE, dst, tag,
+                      comm_, &p.req));
+  posted_.push_back(std::move(p));
+}
+
+void MpiEndpoint::finish_posted() {
+  for (Posted& p : posted_) wait(p.req);
+  posted_.clear();
 }
 
 std::vector<uint8_t> MpiEndpoint::recv_message(int src, int tag) {

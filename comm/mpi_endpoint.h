@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -57,6 +58,12 @@ class MpiEndpoint {
   // A message whose size only the sender knows (control plane).
   void send_message(int dst, int tag, const std::vector<uint8_t>& bytes);
   std::vector<uint8_t> recv_message(int src, int tag);
+  // The same message, posted and left in flight (the bytes live with it): the caller
+  // goes on while the receiver is busy. Sends found complete are released on each
+  // post; finish_posted() waits for the rest (watching the error tag). The destructor
+  // releases what is still in flight.
+  void post_message(int dst, int tag, std::shared_ptr<const std::vector<uint8_t>> bytes);
+  void finish_posted();
 
   // Failure protocol (comm/error_broadcast.cpp). The failing rank sends its text to
   // every other rank, waits up to `grace_s` for their acknowledgements, then releases
@@ -78,7 +85,13 @@ class MpiEndpoint {
   // the standing receive is posted again.
   bool poll_error(int* source, std::string* text);
 
+  struct Posted {
+    std::shared_ptr<const std::vector<uint8_t>> bytes;
+    MPI_Request req = MPI_REQUEST_NULL;
+  };
+
   int rank_ = 0, size_ = 1;
+  std::vector<Posted> posted_;
   MPI_Comm comm_;
   MPI_Request error_req_ = MPI_REQUEST_NULL;
   std::vector<char> error_buf_;

@@ -58,6 +58,7 @@ void write_boundary_record(const std::string& dir, int rank, int n_ranks, LayerR
   out.push_back(i64("op_seq", {hd.seq}));
   out.push_back(i64("op_count", {hd.count}));
   out.push_back(i64("op_pos", {hd.pos}));
+  out.push_back(i64("op_last_chunk", {hd.last_chunk ? 1 : 0}));
   out.push_back(i64("layer_range", {layers.begin, layers.end}));
   out.push_back(i64("n_ranks", {n_ranks}));
   if (t_rows > 0) {
@@ -149,6 +150,9 @@ std::optional<DumpedCrossing> read_boundary_record(const std::string& dir, int r
   d.header.seq = scalar(f, "op_seq");
   d.header.count = static_cast<int32_t>(field("op_count", scalar(f, "op_count"), 0, INT32_MAX));
   d.header.pos = field("op_pos", scalar(f, "op_pos"), 0, INT32_MAX);
+  const auto last_chunk = values<int64_t>(f, "op_last_chunk", DType::I64);  // optional
+  if (last_chunk.size() > 1) throw Error(cat(path, ": tensor op_last_chunk is not [1]"));
+  d.header.last_chunk = last_chunk.empty() || field("op_last_chunk", last_chunk[0], 0, 1) == 1;
   const auto positions = values<int64_t>(f, "positions", DType::I64);
   const auto ids = values<int64_t>(f, "token_ids", DType::I64);
   if (positions.size() != ids.size())

@@ -10,6 +10,9 @@
 //   op_seq      I64 [1]               sequence id
 //   op_count    I64 [1]               commit count
 //   op_pos      I64 [1]               position of the first row (a commit's m0, a propose's m0)
+//   op_last_chunk I64 [1]             1, or 0 for a prefill chunk before the prompt's last
+//                                     (the head scores nothing; its send file holds h);
+//                                     absent: 1
 //   positions   I64 [T]               positions of the rows (absent when T = 0)
 //   token_ids   I64 [T]               the rows' token ids (absent when T = 0)
 //   layer_range I64 [2]               this rank's trunk layers [begin, end)
@@ -19,7 +22,7 @@
 // verify) also a send file, and so does the head rank's propose. Rank 0 also writes
 // DIR/run_description.txt: the start-up agreement items of the run
 // (launcher/startup_agreement.h), which a replay checks (the settings it must share:
-// checkpoint, numerics, max_seq, drafter, spec_depth, placement).
+// checkpoint, numerics, max_seq, prefill_chunk, drafter, spec_depth, placement).
 #pragma once
 #include <optional>
 #include <string>

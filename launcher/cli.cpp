@@ -64,6 +64,9 @@ Run config keys (YAML; configs/README.md documents each):
   temperature    0 (default) greedy; > 0 samples on rank 0 with top_k (0 = all), top_p
                  (1 = all), min_p (0 = all) and seed (default: drawn and logged)
   max_prompt     text / serve: the longest prompt accepted (default max_seq)
+  prefill_chunk  a longer prompt is prefilled in chunks of this many rows, pipelined
+                 across the stages; memory stays bounded at any length (default 2048;
+                 0 = the whole prompt in one operation)
 Run with mpirun -np P for P pipeline stages, or directly for one.
 
 Text in, text out:
@@ -127,6 +130,9 @@ cxxopts::Options make_options() {
     ("seed", "sampling seed (default: drawn at start and logged)", cxxopts::value<uint64_t>())
     ("max-prompt", "text / serve: the longest prompt accepted (default max_seq)",
      cxxopts::value<int64_t>())
+    ("prefill-chunk", "prefill longer prompts in chunks of N rows, pipelined across the "
+     "stages (default 2048; 0 = whole prompts; overrides prefill_chunk:)",
+     cxxopts::value<std::string>())
     ("serve", "serve the OpenAI-compatible HTTP API on rank 0 until SIGINT / SIGTERM")
     ("host", "--serve: address to listen on", cxxopts::value<std::string>()->default_value("127.0.0.1"))
     ("port", "--serve: TCP port", cxxopts::value<int>()->default_value("8000"))
@@ -209,6 +215,7 @@ CliOptions parse_cli(int argc, char** argv) {
     throw Error(cat("--", flag, ": ", text, " is not an integer in [", min, ", ", max, "]"));
   };
   cli.max_new = integer("max-new", 1, INT64_MAX);
+  cli.prefill_chunk = integer("prefill-chunk", 0, INT32_MAX);
   if (r.count("spec-depth") && r["spec-depth"].as<std::string>() == "auto")
     cli.spec_depth = RunConfig::kSpecDepthAuto;
   else if (const auto depth = integer("spec-depth", 0, INT32_MAX))
@@ -262,6 +269,7 @@ void apply_cli(const CliOptions& cli, RunConfig& c) {
     c.seed_set = true;
   }
   if (cli.max_prompt) c.max_prompt = *cli.max_prompt;
+  if (cli.prefill_chunk) c.prefill_chunk = *cli.prefill_chunk;
   if (cli.chat) c.chat = true;
   if (cli.thinking) c.thinking = true;
   if (cli.ignore_eos) c.ignore_eos = true;

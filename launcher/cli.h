@@ -31,6 +31,7 @@ struct CliOptions {
   std::optional<int> top_k;
   std::optional<uint64_t> seed;
   std::optional<int64_t> max_prompt;
+  std::optional<int64_t> prefill_chunk;          // --prefill-chunk N (0 = whole prompts)
   bool chat = false, thinking = false, ignore_eos = false;
   // The OpenAI-compatible server on rank 0 (--serve).
   bool serve = false;

@@ -81,10 +81,11 @@ std::unique_ptr<Ops> make_ops(const RunConfig& c, int device) {
 }
 
 // The largest boundary payload of the run in floats: h [T, hc, H] or taps [T, n_targets, H]
-// of its longest operation (the prompt, or a verify round of block_size + 1 rows; the
+// of its longest operation (a prefill chunk, or a verify round of block_size + 1 rows; the
 // stage's workspace is sized from the same rows).
-size_t max_payload_floats(const StageSpec& spec, const ModelConfig& mc) {
-  int64_t rows = std::max<int64_t>(1, spec.max_prompt);
+size_t max_payload_floats(const Stage& stage, const ModelConfig& mc) {
+  const StageSpec& spec = stage.spec();
+  int64_t rows = std::max<int64_t>(1, stage.chunk_rows());
   if (spec.drafter) rows = std::max<int64_t>(rows, mc.dspark.block_size + 1);
   const size_t width = std::max<size_t>(static_cast<size_t>(mc.hc_mult),
                                         spec.drafter ? mc.dspark.target_layer_ids.size() : 0);
@@ -201,6 +202,7 @@ void load_rank(const RunConfig& cfg, MpiEndpoint& ep, int local_rank, RankRuntim
   spec.max_prompt = !cfg.prompt_ids.empty() ? static_cast<int64_t>(cfg.prompt_ids.size())
                     : cfg.max_prompt > 0    ? cfg.max_prompt
                                             : rt.max_seq;
+  spec.prefill_chunk = cfg.prefill_chunk;
   spec.on_layer_loaded = load_progress(log);
   spec.numerics = cfg.numerics;
   spec.drafter = speculative;
@@ -236,7 +238,7 @@ void connect_rank(const RunConfig& cfg, MpiEndpoint& ep, RankRuntime& rt,
   if (ep.size() > 1) {
     rt.control = make_mpi_control_plane(ep);
     rt.data = make_data_plane(cfg, ep, *rt.ops, rt.device,
-                              max_payload_floats(rt.stage->spec(), rt.ckpt->config()), *log);
+                              max_payload_floats(*rt.stage, rt.ckpt->config()), *log);
   }
   rt.pipeline = std::make_unique<Pipeline>(*rt.stage, *rt.ops, rt.ckpt->config(),
                                            rt.control.get(), rt.data.get(),
@@ -303,9 +305,16 @@ SpecDepthPlan plan_spec_depth(const RunConfig& cfg, const ModelConfig& mc) {
   return plan;
 }
 
+// Rank 0's generation loop over this run's pipeline; prompts go in chunks of the
+// stages' prefill operation rows (issue 13).
+Coordinator rank0_coordinator(RankRuntime& rt) {
+  return Coordinator(*rt.pipeline, rt.control.get(), rt.max_seq, rt.ckpt->config().vocab_size,
+                     rt.stage->chunk_rows());
+}
+
 void serve_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime& rt, TextSide& text,
                     spdlog::logger& log) {
-  Coordinator coordinator(*rt.pipeline, rt.control.get(), rt.max_seq, rt.ckpt->config().vocab_size);
+  Coordinator coordinator = rank0_coordinator(rt);
   ServedModel model;
   model.name = cli.model_name.empty()
                    ? std::filesystem::path(cfg.model).lexically_normal().filename().string()
@@ -328,8 +337,7 @@ void serve_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime& rt
 
 void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime& rt,
                        spdlog::logger& log) {
-  Coordinator coordinator(*rt.pipeline, rt.control.get(), rt.max_seq,
-                          rt.ckpt->config().vocab_size);
+  Coordinator coordinator = rank0_coordinator(rt);
   GenerationRequest req;
   req.prompt = cfg.prompt_ids;
   req.max_new = cfg.max_new;
@@ -525,8 +533,7 @@ int run_rank(int argc, char** argv, MpiEndpoint& ep, int local_rank, LivenessMon
     if (rank == 0 && cli.serve) {
       serve_on_rank0(cfg, cli, rt, text, *log);
     } else if (rank == 0 && text.tok) {
-      Coordinator coordinator(*rt.pipeline, rt.control.get(), rt.max_seq,
-                              rt.ckpt->config().vocab_size);
+      Coordinator coordinator = rank0_coordinator(rt);
       TextRequest req = text_request(cfg, *text.tok, text.prompt, *log);
       const SpecDepthPlan depth = plan_spec_depth(cfg, rt.ckpt->config());
       depth.apply(req.spec_tmax, req.depth_cap, req.auto_depth);

@@ -63,7 +63,7 @@ void check_run_description(const std::string& dir, const RunConfig& config, cons
     throw Error(cat(path, ": no item '", name, "'"));
   };
   for (const char* name : {"checkpoint config.json", "checkpoint weight map", "numerics", "max_seq",
-                           "drafter", "spec_depth"}) {
+                           "prefill_chunk", "drafter", "spec_depth"}) {
     const std::string was = value_of(dumped, name), now = value_of(mine, name);
     if (was != now)
       throw Error(cat("--replay ", dir, ": the dumped run's ", name, " is ", was, ", this replay's is ",
@@ -98,6 +98,7 @@ bool replay_stage(const RunConfig& config, int rank, const std::string& dir, Ops
   spec.layers = first->layers;
   spec.max_seq = config.effective_max_seq(mc.max_position_embeddings);
   spec.numerics = config.numerics;
+  spec.prefill_chunk = config.prefill_chunk;  // the dumped run's (checked above)
   if (spec.layers.end > mc.num_hidden_layers)
     throw Error(cat(boundary_file(dir, rank, 0, false), ": layer_range [", spec.layers.begin, ", ",
                     spec.layers.end, ") past the model's ", mc.num_hidden_layers, " trunk layers (",

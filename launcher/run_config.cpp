@@ -267,6 +267,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
       c.sampling.seed = static_cast<uint64_t>(rd.integer(v, key, 0));
       c.seed_set = true;
     } else if (key == "max_prompt") c.max_prompt = rd.integer(v, key, 1);
+    else if (key == "prefill_chunk") c.prefill_chunk = rd.integer(v, key, 0, INT32_MAX);
     else if (parse_synthetic_key(rd, key, v, c)) continue;
     else
       throw Error(cat(rd.where(key), ": unknown key (known: model, backend, transport, "
@@ -274,7 +275,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
                       "dump_boundary, drafter, spec_depth, spec_costs, profile_ops, stop_ids, liveness_timeout_s, "
                       "weights, preset, trunk_layers, experts, weights_seed, share_layers, prompt, "
                       "prompt_file, chat, system, thinking, stop, ignore_eos, temperature, top_k, "
-                      "top_p, min_p, seed, max_prompt)"));
+                      "top_p, min_p, seed, max_prompt, prefill_chunk)"));
   }
   return c;
 }

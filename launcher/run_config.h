@@ -64,9 +64,14 @@ struct RunConfig {
   SamplingParams sampling;                  // temperature (0 greedy), top_k, top_p, min_p, seed
   bool seed_set = false;                    // seed given; else rank 0 draws one and logs it
   int64_t max_prompt = 0;                   // text / serve: longest prompt, 0 = max_seq
+  int64_t prefill_chunk = kDefaultPrefillChunk;  // rows of one prefill operation, 0 = whole prompts
   bool serve = false;                       // --serve: prompts come from requests
 
   static constexpr int64_t kDefaultMaxSeq = 4096;
+  // Issue 13: a prompt goes through the stages in chunks of this many rows, so the
+  // workspace (and each boundary payload) is bounded at any prompt length; 2048 rows
+  // keep the per-chunk weight reads of a Flash prefill small next to its GEMM work.
+  static constexpr int64_t kDefaultPrefillChunk = 2048;
   // comm/liveness.h: heartbeats run beside the work (loads and prefills keep beating),
   // so only a stopped or unreachable process is silent; 5 minutes leaves room for a host
   // stalled by memory pressure while an 80+ GB checkpoint is mapped.

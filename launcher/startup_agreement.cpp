@@ -79,6 +79,7 @@ std::vector<AgreementItem> agreement_items(const RunConfig& c, const Checkpoint&
       {"numerics", numerics_text(c.numerics)},
       {"prompt_ids", list(c.prompt_ids)},
       {"max_new", cat(c.max_new)},
+      {"prefill_chunk", cat(c.prefill_chunk)},
       {"drafter", c.drafter},
       {"spec_depth", spec_depth_name(c.spec_depth)},
       {"stop_ids", list(c.stop_ids)},

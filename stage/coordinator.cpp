@@ -129,10 +129,19 @@ GenerationResult Coordinator::generate(const GenerationRequest& req) {
   header.seq = seq_;
   header.want_logits = req.keep_logits || sampled;
   header.kind = OpKind::prefill;
-  header.pos = 0;
-  header.ids = req.prompt;
+  const int64_t chunk = prefill_chunk_ > 0 ? prefill_chunk_ : p0;
   const auto prefill_start = Clock::now();
-  take(run(header));
+  // Chunks [c0, c0 + chunk): only the last is answered, so rank 0 sends the next chunk
+  // while the later stages still work on this one (issue 13).
+  for (int64_t c0 = 0; c0 < p0; c0 += chunk) {
+    const int64_t c1 = std::min(p0, c0 + chunk);
+    header.pos = c0;
+    header.ids.assign(req.prompt.begin() + c0, req.prompt.begin() + c1);
+    header.last_chunk = c1 == p0;
+    OpResult r = run(header);
+    if (header.last_chunk) take(std::move(r));
+  }
+  header.last_chunk = true;
   out.prefill_ms = Ms(Clock::now() - prefill_start).count();
 
   // Greedy decode: the last emitted token is consumed at the next position.

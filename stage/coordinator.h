@@ -1,6 +1,7 @@
-// Rank 0's generation loop (ARCHITECTURE.md "Ranks and roles"): admission, prefill,
-// argmax from the head rank, then greedy decode steps or speculative rounds (propose,
-// verify, commit; SPECDECODE.md §5.1), each header sent to every rank.
+// Rank 0's generation loop (ARCHITECTURE.md "Ranks and roles"): admission, prefill (in
+// chunks of prefill_chunk rows), argmax from the head rank, then greedy decode steps or
+// speculative rounds (propose, verify, commit; SPECDECODE.md §5.1), each header sent to
+// every rank.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -48,9 +49,13 @@ void check_admission(const GenerationRequest& req, int64_t max_seq, int64_t voca
 
 class Coordinator {
  public:
-  // control is null on a single-rank run.
-  Coordinator(Pipeline& pipeline, ControlPlane* control, int64_t max_seq, int64_t vocab)
-      : pipeline_(pipeline), control_(control), max_seq_(max_seq), vocab_(vocab) {}
+  // control is null on a single-rank run. prefill_chunk: the rows of one prefill
+  // operation (Stage::chunk_rows of every stage); a longer prompt goes as consecutive
+  // chunk operations, so stage r runs chunk c + 1 while stage r + 1 runs chunk c. 0: whole.
+  Coordinator(Pipeline& pipeline, ControlPlane* control, int64_t max_seq, int64_t vocab,
+              int64_t prefill_chunk = 0)
+      : pipeline_(pipeline), control_(control), max_seq_(max_seq), vocab_(vocab),
+        prefill_chunk_(prefill_chunk) {}
 
   GenerationResult generate(const GenerationRequest& req);
   // Ends the run on every rank (they leave Pipeline::serve).
@@ -61,7 +66,7 @@ class Coordinator {
 
   Pipeline& pipeline_;
   ControlPlane* control_;
-  int64_t max_seq_, vocab_;
+  int64_t max_seq_, vocab_, prefill_chunk_;
   int64_t seq_ = 0;
 };
 

@@ -2,6 +2,7 @@
 // §5), and its construction.
 #include "stage/layer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -48,10 +49,11 @@ void prepare_block(Ops& ops, const BlockWeights& b) {
 }
 
 Layer::Layer(Ops& ops, BlockWeights w, const ModelConfig& cfg, const RopeTable& rope,
-             int64_t max_seq, int trans_rows, int row_cap, int tap_col)
+             int64_t max_seq, int trans_rows, int row_cap, int tap_col, int chunk_rows)
     : w_(std::move(w)),
       rope_(&rope),
-      cache_(ops, w_, cfg.sliding_window, max_seq, cfg.head_dim, trans_rows, row_cap),
+      cache_(ops, w_, cfg.sliding_window, max_seq, cfg.head_dim, trans_rows, row_cap,
+             chunk_rows),
       tap_col_(tap_col) {
   prepare_block(ops, w_);
 }
@@ -177,6 +179,12 @@ void Layer::write_taps(LayerContext& ctx, const float* h, int rows, float* taps)
   const int hidden = ctx.cfg.hidden_size;
   ctx.ops.hc_mean(h, rows, ctx.cfg.hc_mult, hidden, taps + static_cast<int64_t>(tap_col_) * hidden,
                   ctx.n_targets * hidden);
+}
+
+void Layer::write_last_taps(LayerContext& ctx, const float* h, int rows, float* taps) {
+  const int tap_rows = std::min(cache_.window, rows);
+  write_taps(ctx, h + static_cast<int64_t>(rows - tap_rows) * ctx.cfg.hc_mult * ctx.cfg.hidden_size,
+             tap_rows, taps);
 }
 
 }  // namespace dsv4

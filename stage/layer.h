@@ -1,6 +1,7 @@
-// One trunk block with its cache (MODEL.md §5): prefill from position 0, incremental
-// rows (plain decode, or a verify round against transient rows, SPECDECODE.md §3.4),
-// and the round's commit. Written once against kernels/ops.h.
+// One trunk block with its cache (MODEL.md §5): prefill from position 0, the later chunks
+// of a chunked prefill, incremental rows (plain decode, or a verify round against
+// transient rows, SPECDECODE.md §3.4), and the round's commit. Written once against
+// kernels/ops.h.
 #pragma once
 #include <cstdint>
 
@@ -27,8 +28,9 @@ struct LayerContext {
 class Layer {
  public:
   // tap_col: column block of this layer in the tap rows, -1 when not a target.
+  // chunk_rows: the most rows of a later prefill chunk (extend), 0 when prompts come whole.
   Layer(Ops& ops, BlockWeights w, const ModelConfig& cfg, const RopeTable& rope,
-        int64_t max_seq, int trans_rows, int row_cap, int tap_col);
+        int64_t max_seq, int trans_rows, int row_cap, int tap_col, int chunk_rows = 0);
   Layer(const Layer&) = delete;
   Layer& operator=(const Layer&) = delete;
 
@@ -43,6 +45,11 @@ class Layer {
   // A verify round: h [rows, hc, H] at positions pos0..pos0+rows-1 (ids host [rows])
   // against transient rows, checkpointing the compressors (SPECDECODE §3.4, §4.2, §4.3).
   void verify(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, float* h,
+              float* taps);
+  // A later chunk of a chunked prefill (layer_extend.cpp): h [rows, hc, H] at positions
+  // pos0..pos0+rows-1 after a prefill of pos0 rows; writes the caches as `rows`
+  // consecutive decode steps would (MODEL.md §6.7 law 2). Taps: the last min(W, rows).
+  void extend(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, float* h,
               float* taps);
   // SPECDECODE §4.6 commit order: ring scatter, then the compressor rollbacks.
   void commit(Ops& ops, int64_t pos0, int n, int rows);
@@ -74,6 +81,8 @@ class Layer {
   // ids: host [rows], or the StepState token (backend) when ctx.device_step.
   void ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h);
   void write_taps(LayerContext& ctx, const float* h, int rows, float* taps);
+  // S14: the taps of a prefill (or chunk) of `rows` rows: its last min(W, rows) rows.
+  void write_last_taps(LayerContext& ctx, const float* h, int rows, float* taps);
 
   BlockWeights w_;
   const RopeTable* rope_;

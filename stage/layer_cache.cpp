@@ -1,6 +1,7 @@
 // MODEL.md §6.1, §6.4, §6.6; SPECDECODE.md §4.3.
 #include "stage/layer_cache.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "base/error.h"
@@ -111,6 +112,48 @@ void CompressorState::advance_at(Ops& ops, const int32_t* pos, int64_t p, const 
   ++blocks_;
 }
 
+void CompressorState::absorb_chunk(Ops& ops, const float* kv, const float* score, int64_t pos0,
+                                   int rows, const RopeTable& rope, double norm_eps,
+                                   const Numerics& num) {
+  const size_t lc = latent_;
+  const size_t cur = w_->overlap ? static_cast<size_t>(ratio_) * lc : 0;  // current block
+  float* const prev_kv = w_->overlap ? pend_kv_.data() : nullptr;
+  float* const prev_score = w_->overlap ? pend_score_.data() : nullptr;
+  // The pending block takes the chunk's first rows; complete, it is pooled as decode
+  // pools it (prev = the pending previous block).
+  const int rem0 = static_cast<int>(pos0 % ratio_);
+  const int fill = std::min(rows, ratio_ - rem0);
+  ops.copy(pend_kv_.data() + cur + rem0 * lc, kv, fill * lc);
+  ops.copy(pend_score_.data() + cur + rem0 * lc, score, fill * lc);
+  if (rem0 + fill < ratio_) return;
+  const int j0 = static_cast<int>(pos0 / ratio_);
+  DSV4_CHECK(blocks_ == j0, "compressor blocks ", blocks_, " != emitted block ", j0);
+  ops.compress_blocks(*w_, pend_kv_.data() + cur, pend_score_.data() + cur, 1, prev_kv,
+                      prev_score, j0, rope, norm_eps, num,
+                      store_ + static_cast<int64_t>(j0) * w_->d);
+  // The blocks wholly inside the chunk in one call, as prefill pools them; the first one's
+  // prev is block j0 (still the pending current block).
+  const int nb = (rows - fill) / ratio_;
+  if (nb > 0)
+    ops.compress_blocks(*w_, kv + fill * lc, score + fill * lc, nb,
+                        w_->overlap ? pend_kv_.data() + cur : nullptr,
+                        w_->overlap ? pend_score_.data() + cur : nullptr, j0 + 1, rope,
+                        norm_eps, num, store_ + static_cast<int64_t>(j0 + 1) * w_->d);
+  blocks_ = j0 + 1 + nb;
+  // §6.6 seeding from the chunk's tail: prev <- the last complete block, cur <- the rest.
+  const int tail = fill + nb * ratio_;  // first row of the incomplete block
+  if (w_->overlap && nb > 0) {
+    ops.copy(pend_kv_.data(), kv + (tail - ratio_) * lc, ratio_ * lc);
+    ops.copy(pend_score_.data(), score + (tail - ratio_) * lc, ratio_ * lc);
+  } else if (w_->overlap) {
+    shift(ops);
+  }
+  if (rows > tail) {
+    ops.copy(pend_kv_.data() + cur, kv + tail * lc, (rows - tail) * lc);
+    ops.copy(pend_score_.data() + cur, score + tail * lc, (rows - tail) * lc);
+  }
+}
+
 void CompressorState::rollback(Ops& ops, int64_t pos0, int n) {
   const size_t pend = static_cast<size_t>(slots_) * latent_;
   ops.copy(pend_kv_.data(), snap_kv_.data(), pend);
@@ -126,20 +169,30 @@ void CompressorState::rollback(Ops& ops, int64_t pos0, int n) {
 }
 
 LayerCache::LayerCache(Ops& ops, const BlockWeights& b, int window_, int64_t max_seq,
-                       int head_dim_, int trans_rows_, int row_cap)
+                       int head_dim_, int tmax, int row_cap, int chunk_rows)
     : window(window_),
       cap_blocks(b.ratio > 0 ? static_cast<int>(max_seq / b.ratio) : 0),
-      trans_rows(trans_rows_),
+      trans_rows(std::max(tmax, chunk_rows)),
       head_dim(head_dim_) {
   kvc = ops.alloc(static_cast<size_t>(window + cap_blocks + trans_rows) * head_dim);
   if (b.compressor) {
-    attn.emplace(ops, *b.compressor, store_rows(), row_cap, trans_rows > 0);
+    attn.emplace(ops, *b.compressor, store_rows(), row_cap, tmax > 0);
   }
   if (b.indexer) {
     const CompressorWeights& ic = b.indexer->compressor;
     ikvc = ops.alloc(static_cast<size_t>(cap_blocks) * ic.d);
-    index.emplace(ops, ic, ikvc.data(), row_cap, trans_rows > 0);
+    index.emplace(ops, ic, ikvc.data(), row_cap, tmax > 0);
   }
+}
+
+void LayerCache::write_ring(Ops& ops, int64_t first, const float* src, int n) const {
+  DSV4_CHECK(n <= window, "ring write of ", n, " rows > window ", window);
+  const int slot = static_cast<int>(first % window);
+  const int head = std::min(n, window - slot);  // slots [slot, slot + head), then [0, n - head)
+  ops.copy(ring_row(first), src, static_cast<size_t>(head) * head_dim);
+  if (n > head)
+    ops.copy(kvc.data(), src + static_cast<size_t>(head) * head_dim,
+             static_cast<size_t>(n - head) * head_dim);
 }
 
 void LayerCache::reset(Ops& ops) {

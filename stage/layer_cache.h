@@ -1,10 +1,12 @@
 // Per-layer decode state (MODEL.md §6.1) and the compressor pending-state machine
 // (§6.4, §6.6), with the verify-round checkpoint of SPECDECODE.md §4.3.
 //
-// Layout of one layer's attention KV cache `kvc` [W + cap_blocks + tmax, D]:
+// Layout of one layer's attention KV cache `kvc` [W + cap_blocks + T, D]:
 //   rows [0, W)                          window ring, position p at slot p mod W
 //   rows [W, W + cap_blocks)             compressed store, block j at row W + j
-//   rows [W + cap_blocks, .. + tmax)     verify transient rows (drafter only, never live)
+//   rows [W + cap_blocks, .. + T)        transient rows, never live: a verify round's
+//                                        (tmax, drafter only) or a prefill chunk's latents
+//                                        (T = max(tmax, chunk rows) with chunked prefill)
 // Pending scores hold RAW gate projections; compress_blocks adds ape (one convention
 // for prefill seeding, decode and verify, §6.1).
 #pragma once
@@ -49,6 +51,11 @@ class CompressorState {
   // p = the host copy of *pos, for the block count only.
   void advance_at(Ops& ops, const int32_t* pos, int64_t p, const RopeTable& rope,
                   double norm_eps, const Numerics& num);
+  // A prefill chunk (Layer::extend): the live state `rows` decode steps at pos0.. would
+  // leave, from the chunk's raw projections kv / score [rows, Lc] (stage workspace), with
+  // its blocks pooled in two compress_blocks calls instead of one per block (§6.6).
+  void absorb_chunk(Ops& ops, const float* kv, const float* score, int64_t pos0, int rows,
+                    const RopeTable& rope, double norm_eps, const Numerics& num);
   // SPECDECODE §4.3 rollback: restore the snapshot and replay the first n rows of the
   // round opened at pos0 (rows, shifts, counts; never re-pools).
   void rollback(Ops& ops, int64_t pos0, int n);
@@ -70,10 +77,12 @@ class CompressorState {
 };
 
 struct LayerCache {
-  // W ring rows, cap_blocks = max_seq / ratio store rows (0 for ratio 0), trans_rows =
-  // tmax transient rows (0 without the drafter). row_cap = rows of one step / round.
+  // W ring rows, cap_blocks = max_seq / ratio store rows (0 for ratio 0), tmax verify
+  // transient rows (0 without the drafter: no compressor checkpoint), chunk_rows
+  // transient rows of a prefill chunk (0: unchunked prefill). row_cap = rows of one
+  // step / round.
   LayerCache(Ops& ops, const BlockWeights& b, int window, int64_t max_seq, int head_dim,
-             int trans_rows, int row_cap);
+             int tmax, int row_cap, int chunk_rows);
 
   int window = 0, cap_blocks = 0, trans_rows = 0, head_dim = 0;
   FBuf kvc;                              // [W + cap_blocks + trans_rows, D]
@@ -87,6 +96,9 @@ struct LayerCache {
   float* trans_row(int i) const {
     return kvc.data() + static_cast<int64_t>(trans_base() + i) * head_dim;
   }
+  // Ring slots of positions first .. first+n-1 (n <= W) from rows src [n, D], in at most
+  // two copies (the slots wrap once).
+  void write_ring(Ops& ops, int64_t first, const float* src, int n) const;
   void reset(Ops& ops);
   // Benchmarks only (bench/decode_bench.cpp): the state after `pos` positions with
   // generated contents instead of a prefill: ring and stores full of seeded values in

@@ -45,15 +45,12 @@ void Layer::prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, floa
     ac.seed_from_prefill(ops, ws.raw_kv.data(), ws.raw_score.data(), s);
   }
   // §6.6 ring: positions [max(0, s-W), s) to slots p mod W.
-  for (int p = std::max(0, s - W); p < s; ++p)
-    ops.copy(cache_.ring_row(p), src + static_cast<int64_t>(p) * D, D);
+  const int first = std::max(0, s - W);
+  cache_.write_ring(ops, first, src + static_cast<int64_t>(first) * D, s - first);
 
   attention_back(ctx, src, m, h, s);
   ffn(ctx, ids, s, h);
-  // S14: only the last min(W, s) rows carry taps.
-  const int tap_rows = std::min(W, s);
-  write_taps(ctx, h + static_cast<int64_t>(s - tap_rows) * c.hc_mult * c.hidden_size, tap_rows,
-             taps);
+  write_last_taps(ctx, h, s, taps);
 }
 
 }  // namespace dsv4

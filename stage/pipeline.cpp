@@ -11,6 +11,22 @@ namespace {
 bool moves_rows(OpKind k) {
   return k == OpKind::prefill || k == OpKind::decode || k == OpKind::verify;
 }
+
+// R-D5 prime over the chunks of a prompt: the drafter rings hold the last min(W, p)
+// positions after a prompt of p tokens. A chunk's taps are its last min(W, n) rows: the
+// first chunk, or one of >= W rows, primes afresh from them; a shorter later chunk
+// appends its n positions in order (older ones leave the W-slot rings either way).
+void prime_chunk(Drafter& drafter, const float* taps, int64_t pos0, int64_t rows, int window) {
+  if (pos0 == 0 || rows >= window) drafter.prime(taps, pos0 + rows);
+  else drafter.write_rings(taps, pos0, static_cast<int>(rows));
+}
+
+// Operations the head answers to rank 0: those with rows (a prefill's last chunk only)
+// and proposals.
+bool answers(const OpHeader& h) {
+  if (h.kind == OpKind::prefill) return h.last_chunk;
+  return moves_rows(h.kind) || h.kind == OpKind::propose;
+}
 }  // namespace
 
 int64_t boundary_tap_rows(const OpHeader& header, const ModelConfig& config) {
@@ -30,9 +46,11 @@ HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
                stage.pos(), ", operation at ", header.pos);
   }
   switch (header.kind) {  // the first stage embeds the ids itself (stage.h)
-    case OpKind::prefill:
-      stage.prefill(header.ids, h, taps);
-      if (drafter) drafter->prime(taps, t_rows);  // R-D5 prime
+    case OpKind::prefill:  // a whole prompt, or one chunk of it at header.pos (issue 13)
+      if (header.pos == 0) stage.prefill(header.ids, h, taps);
+      else stage.extend(header.ids, h, taps);
+      if (drafter) prime_chunk(*drafter, taps, header.pos, t_rows, config.sliding_window);
+      if (!header.last_chunk) return {};  // the head scores the prompt's last row only
       break;
     case OpKind::decode:
       DSV4_CHECK(t_rows == 1, "decode of ", t_rows, " rows");
@@ -131,7 +149,7 @@ OpResult Pipeline::execute(const OpHeader& header) {
   const auto start = std::chrono::steady_clock::now();
   const StageSpec& spec = stage_.spec();
   const bool rows = moves_rows(header.kind);
-  const bool answers = rows || header.kind == OpKind::propose;  // the head returns a result
+  const bool answered = answers(header);  // the head returns a result
 
   FBuf h, taps;
   BoundaryPayload payload;
@@ -158,14 +176,16 @@ OpResult Pipeline::execute(const OpHeader& header) {
   if (rows && !spec.last()) {
     data_->send(spec.rank + 1, payload);
     record(header, true, payload, nullptr);
-  } else if (answers && spec.last()) {
+  } else if (answered && spec.last()) {
     record(header, true, BoundaryPayload{}, &head);
     result.ids = std::move(head.argmax);
     result.scores = std::move(head.scores);
     if (header.want_logits) result.logits = std::move(head.logits);
     if (!spec.first()) control_->send_result(result);
+  } else if (rows) {  // the head's part of an earlier prefill chunk: its rows, unscored
+    record(header, true, payload, nullptr);
   }
-  if (answers && spec.first() && !spec.last()) result = control_->recv_result();
+  if (answered && spec.first() && !spec.last()) result = control_->recv_result();
   if (header.kind == OpKind::verify && spec.last()) round_taps_ = std::move(taps);
 
   const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;

@@ -31,6 +31,8 @@ void check_spec(const ModelConfig& c, const StageSpec& s) {
                     c.max_position_embeddings, "]"));
   if (s.max_prompt < 0 || s.max_prompt > s.max_seq)
     throw Error(cat("stage: max_prompt ", s.max_prompt, " outside [0, max_seq ", s.max_seq, "]"));
+  if (s.prefill_chunk < 0)
+    throw Error(cat("stage: prefill_chunk ", s.prefill_chunk, " is negative (0: unchunked)"));
   if (s.drafter && !c.dspark.present)
     throw Error(cat("stage: drafter requested but ", c.source, " has no dspark_* fields"));
   if (s.drafter && c.dspark.block_size + 1 > c.sliding_window)
@@ -44,6 +46,10 @@ Stage::Impl::Impl(Checkpoint& ckpt, Ops& ops_, const StageSpec& spec_)
     : ops(ops_), cfg(ckpt.config()), spec(spec_) {
   check_spec(cfg, spec);
   if (spec.max_prompt == 0) spec.max_prompt = spec.max_seq;
+  chunk_rows = spec.prefill_chunk == 0 ? spec.max_prompt
+                                       : std::min(spec.prefill_chunk, spec.max_prompt);
+  // A chunk after the first keeps its latents in every layer's transient rows.
+  const int extend_rows = chunk_rows < spec.max_prompt ? static_cast<int>(chunk_rows) : 0;
   tmax = spec.drafter ? cfg.dspark.block_size + 1 : 0;
   n_targets = spec.drafter ? static_cast<int>(cfg.dspark.target_layer_ids.size()) : 0;
   const uint64_t bytes0 = ckpt.bytes_loaded();
@@ -65,7 +71,7 @@ Stage::Impl::Impl(Checkpoint& ckpt, Ops& ops_, const StageSpec& spec_)
   }
 
   WorkspaceSizes sz;
-  sz.rows = static_cast<int>(std::max<int64_t>({spec.max_prompt, tmax, 1}));
+  sz.rows = static_cast<int>(std::max<int64_t>({chunk_rows, tmax, 1}));
   int tail_cap = 0;
   for (int l = spec.layers.begin; l < spec.layers.end; ++l) {
     BlockWeights w = ckpt.load_block(l);
@@ -80,7 +86,8 @@ Stage::Impl::Impl(Checkpoint& ckpt, Ops& ops_, const StageSpec& spec_)
     if (w.indexer) sz.idx_latent = std::max(sz.idx_latent, w.indexer->compressor.latent());
     const int tap = spec.drafter ? tap_column(cfg, l) : -1;
     layers.push_back(std::make_unique<Layer>(ops, std::move(w), cfg, r == 0 ? plain : yarn,
-                                             spec.max_seq, tmax, std::max(tmax, 1), tap));
+                                             spec.max_seq, tmax, std::max(tmax, 1), tap,
+                                             extend_rows));
     if (spec.on_layer_loaded)
       spec.on_layer_loaded(l - spec.layers.begin + 1, spec.layers.end - spec.layers.begin);
   }
@@ -146,6 +153,9 @@ void Stage::prefill(const std::vector<int32_t>& ids, float* h, float* taps) {
     throw Error(cat("prefill: prompt of ", n, " tokens exceeds max_seq ", spec_.max_seq));
   if (n > spec_.max_prompt)
     throw Error(cat("prefill: prompt of ", n, " tokens exceeds max_prompt ", spec_.max_prompt));
+  if (n > m.chunk_rows)
+    throw Error(cat("prefill: ", n, " rows exceed prefill_chunk ", m.chunk_rows,
+                    " (the rest of the prompt goes in extend chunks)"));
   m.check_tokens(ids, "prefill");
   reset();
   if (spec_.first()) m.ops.embed(m.embed_table, ids.data(), static_cast<int>(n), m.cfg.hc_mult, h);
@@ -153,6 +163,25 @@ void Stage::prefill(const std::vector<int32_t>& ids, float* h, float* taps) {
   for (auto& layer : m.layers) layer->prefill(ctx, ids.data(), static_cast<int>(n), h, taps);
   m.pos = n;
 }
+
+void Stage::extend(const std::vector<int32_t>& ids, float* h, float* taps) {
+  Impl& m = *impl_;
+  m.check_no_round("extend");
+  if (m.pos == 0) throw Error("extend: no prefill has run (position 0; a prompt starts with prefill)");
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n < 1 || n > m.chunk_rows)
+    throw Error(cat("extend: chunk of ", n, " rows outside [1, prefill_chunk ", m.chunk_rows, "]"));
+  if (m.pos + n > spec_.max_prompt)
+    throw Error(cat("extend: prompt of ", m.pos + n, " tokens exceeds max_prompt ",
+                    spec_.max_prompt));
+  m.check_tokens(ids, "extend");
+  if (spec_.first()) m.ops.embed(m.embed_table, ids.data(), static_cast<int>(n), m.cfg.hc_mult, h);
+  LayerContext ctx = m.context();
+  for (auto& layer : m.layers) layer->extend(ctx, ids.data(), m.pos, static_cast<int>(n), h, taps);
+  m.pos += n;
+}
+
+int64_t Stage::chunk_rows() const { return impl_->chunk_rows; }
 
 void Stage::decode(int32_t token, float* h, float* taps) {
   Impl& m = *impl_;

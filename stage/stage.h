@@ -8,7 +8,7 @@
 // column block of every target layer it owns (SPECDECODE.md §2.3, S14). Row convention:
 // decode / verify write taps rows [0, T) for positions pos0 .. pos0+T-1; prefill of n
 // tokens writes only the last min(W, n) rows: taps row i holds position
-// n - min(W, n) + i (W = sliding_window). Column block k = the target's index in
+// n - min(W, n) + i (W = sliding_window); so does each chunk of an extend. Column block k = the target's index in
 // dspark_target_layer_ids. `taps` may be null when spec.drafter is off.
 #pragma once
 #include <cstdint>
@@ -28,7 +28,11 @@ struct StageSpec {
   int rank = 0, n_ranks = 1;
   LayerRange layers;          // trunk layers [begin, end) run here
   int64_t max_seq = 0;        // positions this stage can hold (<= max_position_embeddings)
-  int64_t max_prompt = 0;     // largest prefill (rows of every workspace); 0 = max_seq
+  int64_t max_prompt = 0;     // longest prompt; 0 = max_seq
+  // Rows of one prefill operation (issue 13): a longer prompt comes as a prefill of its
+  // first prefill_chunk rows, then extend() chunks. 0 (or >= max_prompt): whole prompts.
+  // The workspace holds max(chunk rows, tmax) rows.
+  int64_t prefill_chunk = 0;
   Numerics numerics;
   bool drafter = false;       // spec decoding on: verify transient rows, taps
   std::function<void(int loaded, int total)> on_layer_loaded;  // load progress (optional)
@@ -54,8 +58,15 @@ class Stage {
 
   // First stage only: h [T, hc, H] = repeat_hc(embed(ids)) (§4.1).
   void embed(const std::vector<int32_t>& ids, float* h);
-  // All prompt rows at positions 0..n-1 through this stage's layers, filling caches.
+  // All prompt rows at positions 0..n-1 through this stage's layers, filling caches
+  // (the first chunk of a chunked prefill: n <= chunk_rows()).
   void prefill(const std::vector<int32_t>& ids, float* h, float* taps);
+  // A later chunk of a chunked prefill: T <= chunk_rows() rows at positions pos()..
+  // pos()+T-1, written to the caches as T decode steps would write them (bit for bit on
+  // the CPU backend, MODEL.md §6.7 law 2).
+  void extend(const std::vector<int32_t>& ids, float* h, float* taps);
+  // The most rows of one prefill / extend operation.
+  int64_t chunk_rows() const;
   // One row at position pos() with token `token`.
   void decode(int32_t token, float* h, float* taps);
   // T rows at positions pos()..pos()+T-1 against provisional state (SPECDECODE §3).

@@ -17,6 +17,7 @@ struct Stage::Impl {
   const ModelConfig& cfg;
   StageSpec spec;
   int tmax = 0;                        // verify depth ceiling B + 1 (0: drafter off)
+  int64_t chunk_rows = 0;              // rows of one prefill / extend operation
   int n_targets = 0;
   RopeTable plain, yarn;               // MODEL.md §4.6 (plain has max_seq + B rows)
   TensorView embed_table;              // first stage

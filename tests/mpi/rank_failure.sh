@@ -6,12 +6,14 @@
 #          run-time error broadcast
 #   kill   rank 1 is SIGKILLed before its operation 2 (DSV4_FAULT_INJECT=1:2:kill):
 #          mpirun's own job abort
+#   error-chunked  as error, in the middle of a chunked prefill (--prefill-chunk 5: the
+#          16-token prompt is operations 0..3), while rank 0 has headers in flight
 # Every rank must end non-zero within 20 s; the failing message must appear once.
 # usage: rank_failure.sh <mode> <dsv4-stage> <model dir> <configs dir> <work dir>
 MODE=$1; EXE=$2; MODEL=$3; CONFIGS=$4; WORK=$5
 source "$(dirname "$0")/common.sh"
 rm -rf "$WORK"; mkdir -p "$WORK"
-model=$MODEL; fault=
+model=$MODEL; fault=; flags=()
 case "$MODE" in
   load)
     model=$WORK/ckpt; mkdir -p "$model"; cp "$MODEL"/* "$model"/
@@ -25,13 +27,15 @@ case "$MODE" in
     expected="E8M0 scale code 0xFF" ;;
   error) fault=1:2:error; expected="injected failure before operation 2" ;;
   kill) fault=1:2:kill; expected= ;;
+  error-chunked) fault=1:2:error; expected="injected failure before operation 2"
+    flags=(--prefill-chunk 5) ;;
   *) fail "unknown mode $MODE" ;;
 esac
 start=$(date +%s)
 set +e
 DSV4_FAULT_INJECT=$fault timeout 20 "$MPIRUN" "${mpirun_flags[@]}" -x DSV4_FAULT_INJECT -np 3 \
   "$EXE" --config "$CONFIGS/tiny-np3.yaml" --model "$model" --max-new 32 \
-  --log-dir "$WORK/logs" > "$WORK/out.txt" 2>&1
+  --log-dir "$WORK/logs" "${flags[@]}" > "$WORK/out.txt" 2>&1
 rc=$?
 set -e
 elapsed=$(( $(date +%s) - start ))

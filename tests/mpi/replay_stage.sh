@@ -42,6 +42,19 @@ for drafter in dspark "replay:$WORK/plain.json:corrupt=3"; do
     fail "the head stage of spec$i compared fewer than 2 proposal confidences"
 done
 echo "replay: stages 0, 1, 2 of speculative dumps (dspark, replay drafter) match exactly"
+
+# A chunked prefill (issue 13; chunks of 5 rows: operations 0..3, the head scores only the
+# last) with the DSpark rings primed over the chunks; a replay with another chunk size is
+# refused by name.
+run_np 3 --config "$CONFIGS/tiny-np3.yaml" --model "$MODEL" --max-new 6 --drafter dspark \
+  --prefill-chunk 5 --dump-boundary "$WORK/chunked" > /dev/null
+replay_all "$WORK/chunked" 8 --drafter dspark --prefill-chunk 5
+grep -q "^op 1 h: max |diff| = 0$" "$WORK/chunked.replay2.out" || fail "the head stage compared no chunk rows"
+"$EXE" --config "$CONFIGS/tiny-np3.yaml" --model "$MODEL" --stage-only 1 --replay "$WORK/chunked" \
+  --drafter dspark > "$WORK/chunked.refused" 2>&1 && fail "a replay with another prefill_chunk ran"
+grep -q "prefill_chunk is 5, this replay's is 2048" "$WORK/chunked.refused" ||
+  fail "the prefill_chunk refusal does not name the values: $(tail -1 "$WORK/chunked.refused")"
+echo "replay: stages 0, 1, 2 of a chunked speculative dump match exactly"
 # The proposals are compared for real: the replay drafter's dump, replayed as if it had
 # been recorded with another rejection index, differs at its proposals.
 # The run description of a corrupt=2 run (one token is enough) over spec2's files.

@@ -166,3 +166,18 @@ TEST_CASE("--spec-depth auto | N and --spec-costs override the YAML; bad values 
         "--spec-depth: deep is not an integer in [0, 2147483647]");
   CHECK(help_text().find("spec_costs") != std::string::npos);
 }
+
+TEST_CASE("--prefill-chunk overrides prefill_chunk:, is refused by name and taught by --help") {
+  RunConfig c = parse_run_config("model: m\nprefill_chunk: 64\n", "run.yaml", "/cfg");
+  apply_cli(parse({"--config", "c"}), c);
+  CHECK(c.prefill_chunk == 64);
+  apply_cli(parse({"--config", "c", "--prefill-chunk", "0"}), c);
+  CHECK(c.prefill_chunk == 0);
+  apply_cli(parse({"--config", "c", "--prefill-chunk", "300"}), c);
+  CHECK(c.prefill_chunk == 300);
+  for (const char* bad : {"-2", "1k", "2147483648"})
+    CHECK(refusal({"--config", "c", "--prefill-chunk", bad}) ==
+          "--prefill-chunk: " + std::string(bad) + " is not an integer in [0, 2147483647]");
+  CHECK(help_text().find("prefill_chunk") != std::string::npos);
+  CHECK(help_text().find("--prefill-chunk") != std::string::npos);
+}

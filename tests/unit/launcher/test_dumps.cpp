@@ -44,6 +44,7 @@ TEST_CASE("control plane: headers and results survive encoding") {
   h.pos = 41;
   h.count = 2;
   h.want_logits = true;
+  h.last_chunk = false;
   for (int i = 0; i < 6; ++i) h.ids.push_back(id(rng));
   const OpHeader back = decode_header(encode_header(h));
   CHECK(back.kind == OpKind::verify);
@@ -51,6 +52,7 @@ TEST_CASE("control plane: headers and results survive encoding") {
   CHECK(back.pos == 41);
   CHECK(back.count == 2);
   CHECK(back.want_logits);
+  CHECK(!back.last_chunk);
   CHECK(back.ids == h.ids);
 
   OpResult r;

@@ -205,3 +205,13 @@ TEST_CASE("run config: spec_depth auto / N, spec_costs only with auto, both refu
   CHECK_NOTHROW(check_run_config(
       parse_run_config("model: m\ndrafter: dspark\nspec_depth: auto\n", "run.yaml", "/cfg")));
 }
+
+TEST_CASE("run config: prefill_chunk (issue 13), default 2048, 0 = whole prompts, refused by key") {
+  CHECK(parse_run_config("", "run.yaml", "/cfg").prefill_chunk == 2048);
+  CHECK(parse_run_config("prefill_chunk: 0\n", "run.yaml", "/cfg").prefill_chunk == 0);
+  CHECK(parse_run_config("prefill_chunk: 512\n", "run.yaml", "/cfg").prefill_chunk == 512);
+  CHECK(refusal("prefill_chunk: -1\n") == "run.yaml: prefill_chunk: -1 is below the minimum 0");
+  CHECK(refusal("prefill_chunk: big\n") == "run.yaml: prefill_chunk: 'big' is not an integer");
+  CHECK(refusal("prefill_chunk: 4294967296\n") ==
+        "run.yaml: prefill_chunk: 4294967296 is above the maximum 2147483647");
+}

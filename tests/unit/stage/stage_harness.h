@@ -1,6 +1,7 @@
 // Shared helpers of the stage tests: the tiny fixture checkpoint, the CPU backend, and
 // a single- or multi-stage run of the real Pipeline that returns host logits.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -29,13 +30,14 @@ inline std::vector<int32_t> random_tokens(int n, int64_t vocab, uint32_t seed) {
 }
 
 inline StageSpec stage_spec(int rank, int n_ranks, LayerRange layers, int64_t max_seq,
-                            bool drafter) {
+                            bool drafter, int64_t prefill_chunk = 0) {
   StageSpec s;
   s.rank = rank;
   s.n_ranks = n_ranks;
   s.layers = layers;
   s.max_seq = max_seq;
   s.drafter = drafter;
+  s.prefill_chunk = prefill_chunk;
   return s;
 }
 
@@ -49,14 +51,16 @@ inline StageSpec stage_spec(int rank, int n_ranks, LayerRange layers, int64_t ma
 class InProcessRun {
  public:
   // head_drafter: the head rank's drafter (proposals, primed rings, commit-time ring rows);
-  // `drafter` alone gives the stages their tap rows.
+  // `drafter` alone gives the stages their tap rows. prefill_chunk: StageSpec's.
   InProcessRun(Checkpoint& ckpt, Ops& ops, const std::vector<LayerRange>& ranges,
-               int64_t max_seq, bool drafter, Drafter* head_drafter = nullptr)
+               int64_t max_seq, bool drafter, Drafter* head_drafter = nullptr,
+               int64_t prefill_chunk = 0)
       : ops_(ops), cfg_(ckpt.config()) {
     const int n = static_cast<int>(ranges.size());
     for (int r = 0; r < n; ++r)
       stages_.push_back(std::make_unique<Stage>(
-          ckpt, ops, stage_spec(r, n, ranges[static_cast<size_t>(r)], max_seq, drafter)));
+          ckpt, ops,
+          stage_spec(r, n, ranges[static_cast<size_t>(r)], max_seq, drafter, prefill_chunk)));
     if (n > 1) planes_ = std::make_unique<InProcessPlanes>(ops, n);
     for (int r = 0; r < n; ++r) {
       PipelineHooks hooks;
@@ -71,6 +75,9 @@ class InProcessRun {
   }
 
   Stage& stage(size_t i) { return *stages_.at(i); }
+  // Rank 0's pipeline and control plane (null with one rank), for a Coordinator.
+  Pipeline& front() { return *pipelines_.front(); }
+  ControlPlane* control() { return planes_ ? &planes_->control(0) : nullptr; }
   Stage& last() { return *stages_.back(); }
 
   // One operation on every rank; rank 0's result (the head's argmax, logits when asked).
@@ -95,6 +102,22 @@ class InProcessRun {
   std::vector<float> prefill(const std::vector<int32_t>& ids) {
     execute(OpKind::prefill, ids, false);
     return head_logits(static_cast<int>(ids.size()));
+  }
+  // A prompt in operations of `chunk` rows, as the Coordinator sends it (issue 13): the
+  // logits [V] of its last row.
+  std::vector<float> prefill_chunks(const std::vector<int32_t>& ids, int64_t chunk) {
+    const auto n = static_cast<int64_t>(ids.size());
+    OpResult last;
+    for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+      const int64_t c1 = std::min(n, c0 + chunk);
+      OpHeader h;
+      h.kind = OpKind::prefill;
+      h.pos = c0;
+      h.ids.assign(ids.begin() + c0, ids.begin() + c1);
+      h.last_chunk = h.want_logits = c1 == n;
+      last = execute(h);
+    }
+    return last.logits;
   }
   // Logits [V] of one decode step.
   std::vector<float> decode(int32_t token) {
