@@ -86,7 +86,7 @@ class CudaOps final : public Ops {
 
  private:
   // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
-  enum class Slot { host_args, host_args2, f32_a, f32_b, f32_c, f32_d, f32_e, bytes, count };
+  enum class Slot { host_args, host_args2, f32_a, f32_b, count };
 
   void activate() const;  // cudaSetDevice(device_)
   void* scratch(Slot slot, size_t bytes);
