@@ -105,8 +105,7 @@ class CudaOps final : public Ops {
  private:
   // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
   // step_block: compress_at's block row and its rope position (issue 12).
-  enum class Slot { host_args, host_args2, f32_a, f32_b, f32_c, f32_d, f32_e, bytes, step_block,
-                    count };
+  enum class Slot { host_args, host_args2, f32_a, f32_b, step_block, count };
 
   void activate() const;  // cudaSetDevice(device_)
   void* scratch(Slot slot, size_t bytes);

@@ -44,12 +44,6 @@ struct Fp4W {
   int64_t cols = 0;
   int group = 32;
   bool nv = false;
-  __device__ float at(int64_t r, int64_t c) const {
-    const float q = e2m1_to_f32(fp4_nibble(packed + r * (cols >> 1), c));
-    const uint8_t s = scales[r * (cols / group) + c / group];
-    if (!nv) return q * e8m0_to_f32(s);
-    return (e4m3_to_f32(s) * scale_2) * q;
-  }
 
   // One run of kRun elements = 16 packed bytes = one MXFP4 scale block / two NVFP4 ones.
   static constexpr int kRun = 32;
