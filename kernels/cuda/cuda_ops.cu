@@ -32,13 +32,16 @@ __global__ void add_kernel(float* y, const float* x, size_t n) {
     y[i] += x[i];
 }
 
-// §4.1: h[t, c, :] = table[ids[t], :] for c < hc (exact bf16 -> f32 widening).
+// §4.1: h[t, c, :] = table[ids[t], :] for c < hc (exact bf16 -> f32 widening); an id
+// outside [0, vocab) gives a NaN row (embed_dev cannot refuse it by name, kernels/ops.h).
 __global__ void embed_kernel(cuda::DenseW table, const int32_t* ids, int s, int hc, int hidden,
-                             float* h) {
+                             int64_t vocab, float* h) {
   for (int t = blockIdx.y; t < s; t += gridDim.y) {
-    const int64_t src = static_cast<int64_t>(ids[t]) * hidden;
+    const int64_t id = ids[t];
+    const bool known = id >= 0 && id < vocab;
+    const int64_t src = known ? id * hidden : 0;
     for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < hidden; d += gridDim.x * blockDim.x) {
-      const float v = table.at(src + d);
+      const float v = known ? table.at(src + d) : NAN;
       for (int c = 0; c < hc; ++c) h[(static_cast<int64_t>(t) * hc + c) * hidden + d] = v;
     }
   }
@@ -59,6 +62,7 @@ CudaOps::~CudaOps() {
   for (auto& [key, r] : weights_) cudaFree(r.ptr);
   for (auto& [key, r] : ropes_) cudaFree(r.ptr);
   for (auto& [key, e] : experts_) cudaFree(e.table.ptr);
+  for (auto& [key, r] : hash_tables_) cudaFree(r.ptr);
   for (auto& s : scratch_) cudaFree(s.ptr);
   if (ring_) cudaFreeHost(ring_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -276,17 +280,25 @@ void CudaOps::add(float* y, const float* x, size_t n) {
 void CudaOps::embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) {
   if (table.shape.size() != 2)
     throw Error(cat("embed: table '", table.name, "' must be 2-D [V, H]"));
-  const int64_t vocab = table.dim(0), hidden = table.dim(1);
+  const int64_t vocab = table.dim(0);
   for (int t = 0; t < s; ++t)
     if (ids[t] < 0 || ids[t] >= vocab)
       throw Error(cat("embed: token id ", ids[t], " at row ", t, " outside [0, ", vocab,
                       ") of '", table.name, "'"));
   if (s == 0) return;
   activate();
+  embed_dev(table, stage_i32(Slot::host_args, ids, static_cast<size_t>(s)), s, hc, h);
+}
+
+void CudaOps::embed_dev(const TensorView& table, const int32_t* ids, int s, int hc, float* h) {
+  if (table.shape.size() != 2)
+    throw Error(cat("embed: table '", table.name, "' must be 2-D [V, H]"));
+  if (s == 0) return;
+  activate();
+  const int64_t vocab = table.dim(0), hidden = table.dim(1);
   const cuda::DenseW w = dense(table, hidden);
-  const int32_t* d_ids = stage_i32(Slot::host_args, ids, static_cast<size_t>(s));
   const dim3 grid(blocks_for(hidden, kThreads), grid_rows(s));
-  embed_kernel<<<grid, kThreads, 0, stream_>>>(w, d_ids, s, hc, static_cast<int>(hidden), h);
+  embed_kernel<<<grid, kThreads, 0, stream_>>>(w, ids, s, hc, static_cast<int>(hidden), vocab, h);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
