@@ -52,6 +52,9 @@ __global__ void embed_kernel(cuda::DenseW table, const int32_t* ids, int s, int 
 CudaOps::CudaOps(int device) : device_(device) {
   activate();
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&split_stream_, cudaStreamNonBlocking));
+  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&split_fork_, cudaEventDisableTiming));
+  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&split_done_, cudaEventDisableTiming));
   DSV4_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ring_), kUploadRing, cudaHostAllocDefault));
 }
 
@@ -59,16 +62,26 @@ CudaOps::~CudaOps() {
   // Destructors cannot throw: release what we own and ignore late errors.
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
+  if (split_stream_) cudaStreamSynchronize(split_stream_);
   for (auto& [key, r] : weights_) cudaFree(r.ptr);
   for (auto& [key, r] : ropes_) cudaFree(r.ptr);
   for (auto& [key, e] : experts_) cudaFree(e.table.ptr);
   for (auto& [key, r] : hash_tables_) cudaFree(r.ptr);
   for (auto& s : scratch_) cudaFree(s.ptr);
   if (ring_) cudaFreeHost(ring_);
+  if (split_done_) cudaEventDestroy(split_done_);
+  if (split_fork_) cudaEventDestroy(split_fork_);
+  if (split_stream_) cudaStreamDestroy(split_stream_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
 void CudaOps::activate() const { DSV4_CUDA_CHECK(cudaSetDevice(device_)); }
+
+void CudaOps::join_split() {
+  if (!split_pending_) return;
+  DSV4_CUDA_CHECK(cudaStreamWaitEvent(stream_, split_done_, 0));
+  split_pending_ = false;
+}
 
 // ---- memory ----
 // Buffers are zeroed on the compute stream: a plain cudaMemset runs on the legacy default
@@ -114,6 +127,7 @@ void CudaOps::fill_i32(int32_t* dst, int32_t value, size_t n) {
 void CudaOps::copy(float* dst, const float* src, size_t n) {
   if (n == 0) return;
   activate();
+  join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
 }
 
@@ -139,6 +153,7 @@ void CudaOps::upload(float* dst, const float* host, size_t n) { upload_bytes(dst
 void CudaOps::download(float* host, const float* src, size_t n) {
   if (n == 0) return;
   activate();
+  join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -150,12 +165,14 @@ void CudaOps::upload_i32(int32_t* dst, const int32_t* host, size_t n) {
 void CudaOps::download_i32(int32_t* host, const int32_t* src, size_t n) {
   if (n == 0) return;
   activate();
+  join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void CudaOps::synchronize() {
   activate();
+  join_split();
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

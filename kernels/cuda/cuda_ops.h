@@ -104,10 +104,19 @@ class CudaOps final : public Ops {
 
  private:
   // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
-  // step_block: compress_at's block row and its rope position (issue 12).
-  enum class Slot { host_args, host_args2, f32_a, f32_b, step_block, count };
+  // step_block: compress_at's block row and its rope position (issue 12). hc_part: hc_pre's
+  // mix partials, which the Sinkhorn split reads on split_stream_ (its own slot: no other
+  // op may reuse it while the split runs).
+  enum class Slot { host_args, host_args2, f32_a, f32_b, step_block, hc_part, count };
 
   void activate() const;  // cudaSetDevice(device_)
+  // hc_pre's Sinkhorn split (post, comb) runs on split_stream_, off the critical path
+  // (issue 12: 86 serial f64 chains of ~24 us per token); only hc_post reads post / comb
+  // in a step. join_split() orders stream_ after the pending split; hc_post, hc_pre,
+  // hc_head, copy, download*, synchronize and the destructor call it, so every reader of
+  // post / comb — and any host read — sees the split done. Events, not host waits: the
+  // fork and join are captured into a CUDA graph as a parallel branch.
+  void join_split();
   void* scratch(Slot slot, size_t bytes);
   float* scratch_f32(Slot slot, size_t n) { return static_cast<float*>(scratch(slot, n * 4)); }
   // Host int32 array -> device scratch (no cudaMalloc on the hot path once grown).
@@ -153,6 +162,9 @@ class CudaOps final : public Ops {
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t split_stream_ = nullptr;
+  cudaEvent_t split_fork_ = nullptr, split_done_ = nullptr;
+  bool split_pending_ = false;
   using Key = std::pair<uint64_t, const void*>;  // (TensorView::storage, data)
   struct Resident { void* ptr; size_t nbytes; };
   std::map<Key, Resident> weights_;
