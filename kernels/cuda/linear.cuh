@@ -120,8 +120,8 @@ struct F32Chunks {
 
 // ---- fast path ----
 
-template <class C, int R, int NO, int U>
-__global__ void __launch_bounds__(kGemvThreads) gemv_chunk_kernel(C w, GemvArgs a) {
+template <class C, int R, int NO, int U, int MinBlocks = 1>
+__global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_chunk_kernel(C w, GemvArgs a) {
   constexpr int kVec = C::kVec;
   __shared__ float part[kGemvWarps][R][NO];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -239,15 +239,15 @@ inline int gemv_splits(int64_t outputs, int64_t chunks) {
 }
 
 // Launches the fast path with a.splits already set; R = 1 for one row, kGemvRows otherwise.
-template <class C, int NO = kGemvOutputs, int U = kGemvAhead>
+template <class C, int NO = kGemvOutputs, int U = kGemvAhead, int MinBlocks = 1>
 void launch_gemv_chunks(const C& c, const GemvArgs& a, int groups, cudaStream_t stream) {
   const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
   const unsigned gx = static_cast<unsigned>((sets + per_block - 1) / per_block);
   if (a.rows == 1) {
-    gemv_chunk_kernel<C, 1, NO, U><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
+    gemv_chunk_kernel<C, 1, NO, U, MinBlocks><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
   } else {
     const unsigned gy = static_cast<unsigned>((a.rows + kGemvRows - 1) / kGemvRows);
-    gemv_chunk_kernel<C, kGemvRows, NO, U><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
+    gemv_chunk_kernel<C, kGemvRows, NO, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
   }
   DSV4_CUDA_LAUNCH_CHECK();
 }
