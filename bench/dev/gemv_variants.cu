@@ -71,17 +71,7 @@ gemv_persist_kernel(C w, cuda::GemvArgs a) {
         const int64_t c0 = (base + u * stride) * kVec;
         if (base + u * stride >= chunks) break;
         float xs[kVec];
-#pragma unroll
-        for (int i = 0; i < kVec; i += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(x + c0 + i);
-          xs[i] = v.x;
-          xs[i + 1] = v.y;
-          xs[i + 2] = v.z;
-          xs[i + 3] = v.w;
-        }
-        if (a.act_bf16)
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) xs[i] = bf16_round(xs[i]);
+        cuda::load_x(x + c0, a.act_bf16, xs);
 #pragma unroll
         for (int o = 0; o < NO; ++o) {
           if (n0 + o >= a.n_out) continue;

@@ -120,6 +120,22 @@ struct F32Chunks {
 
 // ---- fast path ----
 
+// x[0 .. kVec) by 128-bit loads (16-byte aligned), bf16-rounded when act_bf16 (L-bf16).
+template <int kVec>
+__device__ inline void load_x(const float* x, bool act_bf16, float (&xs)[kVec]) {
+#pragma unroll
+  for (int i = 0; i < kVec; i += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(x + i);
+    xs[i] = v.x;
+    xs[i + 1] = v.y;
+    xs[i + 2] = v.z;
+    xs[i + 3] = v.w;
+  }
+  if (act_bf16)
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) xs[i] = bf16_round(xs[i]);
+}
+
 template <class C, int R, int NO, int U, int MinBlocks = 1>
 __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_chunk_kernel(C w, GemvArgs a) {
   constexpr int kVec = C::kVec;
@@ -166,17 +182,7 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_chunk_kernel(C w
       for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
         float xs[kVec];
-#pragma unroll
-        for (int i = 0; i < kVec; i += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(x + r * a.x_stride + c0 + i);
-          xs[i] = v.x;
-          xs[i + 1] = v.y;
-          xs[i + 2] = v.z;
-          xs[i + 3] = v.w;
-        }
-        if (a.act_bf16)
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) xs[i] = bf16_round(xs[i]);
+        load_x(x + r * a.x_stride + c0, a.act_bf16, xs);
 #pragma unroll
         for (int o = 0; o < NO; ++o) {
           float lo = 0.0f, hi = 0.0f;  // two independent chains per chunk
