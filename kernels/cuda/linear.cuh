@@ -120,8 +120,24 @@ struct F32Chunks {
 
 // ---- fast path ----
 
-template <class C, int R, int NO, int U>
-__global__ void __launch_bounds__(kGemvThreads) gemv_chunk_kernel(C w, GemvArgs a) {
+// x[0 .. kVec) by 128-bit loads (16-byte aligned), bf16-rounded when act_bf16 (L-bf16).
+template <int kVec>
+__device__ inline void load_x(const float* x, bool act_bf16, float (&xs)[kVec]) {
+#pragma unroll
+  for (int i = 0; i < kVec; i += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(x + i);
+    xs[i] = v.x;
+    xs[i + 1] = v.y;
+    xs[i + 2] = v.z;
+    xs[i + 3] = v.w;
+  }
+  if (act_bf16)
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) xs[i] = bf16_round(xs[i]);
+}
+
+template <class C, int R, int NO, int U, int MinBlocks = 1>
+__global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_chunk_kernel(C w, GemvArgs a) {
   constexpr int kVec = C::kVec;
   __shared__ float part[kGemvWarps][R][NO];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -166,17 +182,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_chunk_kernel(C w, GemvArgs 
       for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
         float xs[kVec];
-#pragma unroll
-        for (int i = 0; i < kVec; i += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(x + r * a.x_stride + c0 + i);
-          xs[i] = v.x;
-          xs[i + 1] = v.y;
-          xs[i + 2] = v.z;
-          xs[i + 3] = v.w;
-        }
-        if (a.act_bf16)
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) xs[i] = bf16_round(xs[i]);
+        load_x(x + r * a.x_stride + c0, a.act_bf16, xs);
 #pragma unroll
         for (int o = 0; o < NO; ++o) {
           float lo = 0.0f, hi = 0.0f;  // two independent chains per chunk
@@ -239,15 +245,15 @@ inline int gemv_splits(int64_t outputs, int64_t chunks) {
 }
 
 // Launches the fast path with a.splits already set; R = 1 for one row, kGemvRows otherwise.
-template <class C, int NO = kGemvOutputs, int U = kGemvAhead>
+template <class C, int NO = kGemvOutputs, int U = kGemvAhead, int MinBlocks = 1>
 void launch_gemv_chunks(const C& c, const GemvArgs& a, int groups, cudaStream_t stream) {
   const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
   const unsigned gx = static_cast<unsigned>((sets + per_block - 1) / per_block);
   if (a.rows == 1) {
-    gemv_chunk_kernel<C, 1, NO, U><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
+    gemv_chunk_kernel<C, 1, NO, U, MinBlocks><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
   } else {
     const unsigned gy = static_cast<unsigned>((a.rows + kGemvRows - 1) / kGemvRows);
-    gemv_chunk_kernel<C, kGemvRows, NO, U><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
+    gemv_chunk_kernel<C, kGemvRows, NO, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
   }
   DSV4_CUDA_LAUNCH_CHECK();
 }
