@@ -2,11 +2,10 @@
 // (outputs per warp set NO x chunks ahead U x minimum resident blocks B, llm.c dev/cuda
 // style) at the Flash decode shapes, one row: validate (every variant bitwise equal to the
 // shipped one — NO, U and B change which loads are in flight, never a row's arithmetic),
-// then time with CUDA events. Variant P is a candidate: persistent warp sets (a grid of
-// resident blocks walking the output sets) that issue the next chunk group's loads —
-// of the same set or of the next one — before using the current, so loads stay in flight
-// through the decode, the butterfly and the split combine (ncu: the shipped kernel holds
-// 16 warps per SM at 119 registers and loads only between its reductions).
+// then time with CUDA events. Variants P are the persistent kernel (linear.cuh,
+// gemv_persist_kernel: resident blocks walk the output sets and load the next chunk group
+// before using the current) at other NO / U / B; the shipped choice is P41 B2, used for
+// one row on weights of >= kPersistMinChunks chunks.
 // usage: dsv4-dev-gemv [reps]
 #include <cuda_runtime.h>
 
@@ -29,92 +28,6 @@ struct Shape {
   const char* name;
   int64_t out, in;
 };
-
-// Variant P: the shipped kernel's per-(output, chunk) arithmetic and combine order, R = 1,
-// with persistent warp sets and a one-group-ahead prefetch across sets.
-template <class C, int NO, int U, int MinBlocks>
-__global__ void __launch_bounds__(cuda::kGemvThreads, MinBlocks)
-gemv_persist_kernel(C w, cuda::GemvArgs a) {
-  constexpr int kVec = C::kVec, kWarp = cuda::kWarp;
-  __shared__ float part[cuda::kGemvWarps][NO];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int splits = a.splits, sets = cuda::kGemvWarps / splits;
-  const int set = warp / splits, split = warp % splits;
-  const int64_t total = (a.n_out + NO - 1) / NO, step = int64_t{gridDim.x} * sets;
-  const int64_t chunks = a.k_in / kVec, stride = int64_t{kWarp} * splits, first = split * kWarp + lane;
-  const float* x = a.x;
-  uint4 next[U][NO];
-  auto load = [&](int64_t n0, int64_t base) {
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int o = 0; o < NO; ++o)
-        if (n0 + o < a.n_out && base + u * stride < chunks) next[u][o] = w.raw(n0 + o, (base + u * stride) * kVec);
-  };
-  int64_t sb = int64_t{blockIdx.x} * sets;
-  load((sb + set) * NO, first);
-  for (; sb < total; sb += step) {  // block-uniform
-    const int64_t n0 = (sb + set) * NO;
-    float acc[NO];
-#pragma unroll
-    for (int o = 0; o < NO; ++o) acc[o] = 0.0f;
-    for (int64_t base = first; base < chunks; base += stride * U) {
-      uint4 raw[U][NO];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int o = 0; o < NO; ++o) raw[u][o] = next[u][o];
-      if (base + stride * U < chunks) load(n0, base + stride * U);
-      else load(n0 + step * NO, first);
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t c0 = (base + u * stride) * kVec;
-        if (base + u * stride >= chunks) break;
-        float xs[kVec];
-        cuda::load_x(x + c0, a.act_bf16, xs);
-#pragma unroll
-        for (int o = 0; o < NO; ++o) {
-          if (n0 + o >= a.n_out) continue;
-          float wv[kVec];
-          w.decode(raw[u][o], wv);
-          const float ws = w.scale(n0 + o, c0);
-          float lo = 0.0f, hi = 0.0f;
-#pragma unroll
-          for (int i = 0; i < kVec / 2; ++i) {
-            lo = fmaf(xs[i], wv[i], lo);
-            hi = fmaf(xs[kVec / 2 + i], wv[kVec / 2 + i], hi);
-          }
-          acc[o] = fmaf(lo + hi, ws, acc[o]);
-        }
-      }
-    }
-#pragma unroll
-    for (int o = 0; o < NO; ++o) {
-      const float v = cuda::warp_sum(acc[o]);
-      if (lane == 0) part[warp][o] = v;
-    }
-    __syncthreads();
-    if (split == 0 && lane < NO && n0 + lane < a.n_out) {
-      float s = part[warp][lane];
-      for (int j = 1; j < splits; ++j) s += part[warp + j][lane];
-      a.y[n0 + lane] = s;
-    }
-    __syncthreads();  // part is read before the next set writes it
-  }
-}
-
-template <int NO, int U, int B>
-void launch_persist(const cuda::Fp8Chunks& c, const cuda::GemvArgs& a, cudaStream_t s) {
-  int sms = 0, per_sm = 0;
-  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &per_sm, gemv_persist_kernel<cuda::Fp8Chunks, NO, U, B>, cuda::kGemvThreads, 0));
-  const int64_t sets = (a.n_out + NO - 1) / NO, per_block = cuda::kGemvWarps / a.splits;
-  const int64_t need = (sets + per_block - 1) / per_block;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(need, int64_t{sms} * per_sm));
-  gemv_persist_kernel<cuda::Fp8Chunks, NO, U, B><<<grid, cuda::kGemvThreads, 0, s>>>(c, a);
-  DSV4_CUDA_LAUNCH_CHECK();
-}
 
 template <class Launch>
 float time_launches(Launch launch, int reps, cudaStream_t s) {
@@ -142,7 +55,7 @@ float run(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) 
 template <int NO, int U, int B>
 float run_persist(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) {
   a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec);
-  return time_launches([&] { launch_persist<NO, U, B>(c, a, s); }, reps, s);
+  return time_launches([&] { cuda::launch_gemv_persist<cuda::Fp8Chunks, NO, U, B>(c, a, 1, s); }, reps, s);
 }
 
 }  // namespace
@@ -204,12 +117,13 @@ int run_all(int argc, char** argv) {
     report("NO2U2B3", run<2, 2, 3>(c, a, reps, s));
     report("NO2U2B4", run<2, 2, 4>(c, a, reps, s));
     report("NO2U4B3", run<2, 4, 3>(c, a, reps, s));
-    report("P NO2U1", run_persist<2, 1, 2>(c, a, reps, s));
-    report("P NO2U2", run_persist<2, 2, 2>(c, a, reps, s));
     report("P21 B3", run_persist<2, 1, 3>(c, a, reps, s));
-    report("P22 B3", run_persist<2, 2, 3>(c, a, reps, s));
     report("P41 B2", run_persist<4, 1, 2>(c, a, reps, s));
-    report("P12 B4", run_persist<1, 2, 4>(c, a, reps, s));
+    report("P41 B3", run_persist<4, 1, 3>(c, a, reps, s));
+    report("P42 B2", run_persist<4, 2, 2>(c, a, reps, s));
+    report("P81 B1", run_persist<8, 1, 1>(c, a, reps, s));
+    report("P81 B2", run_persist<8, 1, 2>(c, a, reps, s));
+    report("P161 B1", run_persist<16, 1, 1>(c, a, reps, s));
     DSV4_CUDA_CHECK(cudaFree(d_codes));
     DSV4_CUDA_CHECK(cudaFree(d_scales));
     DSV4_CUDA_CHECK(cudaFree(d_x));
