@@ -187,8 +187,8 @@ __device__ inline void projections(const cuda::ExpertW& e, cuda::Fp4W (&w)[NW]) 
   }
 }
 
-// out[j][s, m0 + i] = sum_k W_j(m0 + i, k) a_s(k) for the 16 rows of block x and the <= 8
-// slots of tile blockIdx.y. Lane (g, t) = (lane / 4, lane % 4) owns weight rows m0 + g and
+// out[j][s, m0 + i] = sum_k W_j(m0 + i, k) a_s(k) for the 16 rows m0 + i and the <= 8
+// slots of `tile`. Lane (g, t) = (lane / 4, lane % 4) owns weight rows m0 + g and
 // m0 + g + 8 and slot column g; in chunk c it takes the 32-element run at k0 = 128c + 32t
 // (one 16-byte load per row, one scale group of MXFP4, two of NVFP4). The mma's k-slots
 // {2t, 2t+1, 2t+8, 2t+9} of a step hold four of those elements, the same ones in A and B
@@ -198,16 +198,12 @@ __device__ inline void projections(const cuda::ExpertW& e, cuda::Fp4W (&w)[NW]) 
 // order. P activation planes: 1 when a_s is bf16-exact (e4m3 values, bf16-rounded), 3 for
 // f32 (x = hi + mid + lo, each bf16, exactly: 24 = 3 x 8 significant bits).
 template <int NW, int P>
-__global__ void __launch_bounds__(kThreads) expert_mma_kernel(MmaArgs a) {
-  const int tile = blockIdx.y;
-  if (tile >= *a.tiles.count) return;  // whole block
-  __shared__ float part[kWarps][NW][4][cuda::kWarp];
+__device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, float (&part)[kWarps][NW][4][cuda::kWarp]) {
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int g = lane / 4, t = lane % 4;
   const int32_t* slots = a.tiles.slot + int64_t{tile} * kCols;
   cuda::Fp4W w[NW];
   projections<NW>(a.experts[a.tiles.expert[tile]], w);
-  const int64_t m0 = int64_t{blockIdx.x} * kTileRows;
   const int32_t col = slots[g];
   const float* x = col >= 0 ? a.act + (col / a.act_div) * a.k : nullptr;  // null: zero column
   const int64_t chunks = a.k / kChunk;
@@ -220,6 +216,7 @@ __global__ void __launch_bounds__(kThreads) expert_mma_kernel(MmaArgs a) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
 
+#pragma unroll 1
   for (int64_t c = warp; c < chunks; c += int64_t{kWarps} * kAhead) {
     uint32_t raw[kAhead][NW][2][4];  // [chunk][projection][row g, g + 8][word]
     uint8_t sc[kAhead][NW][2][2];    // block scale codes of the run's two 16-halves
@@ -303,6 +300,41 @@ __global__ void __launch_bounds__(kThreads) expert_mma_kernel(MmaArgs a) {
       out[slot * a.m + m0 + l / 4 + 8 * (i / 2)] = v * s2;
     }
   }
+}
+
+// Work item i = (tile i / (m / 16), rows 16 (i % (m / 16)) ..): a fixed grid of resident
+// blocks walks the items of the tiles that exist (count is known on the device only), so
+// a call launches no empty blocks. Which block takes an item changes nothing in it.
+// Resident blocks per SM asked of the compiler: <= 128 registers (NW = 2) / <= 85 (NW = 1).
+template <int NW>
+constexpr int kMinBlocks = NW == 2 ? 2 : 3;
+
+template <int NW, int P>
+__global__ void __launch_bounds__(kThreads, kMinBlocks<NW>) expert_mma_kernel(MmaArgs a) {
+  __shared__ float part[kWarps][NW][4][cuda::kWarp];
+  const int64_t m_tiles = a.m / kTileRows;
+  const int64_t items = *a.tiles.count * m_tiles;
+#pragma unroll 1
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    tile_product<NW, P>(a, static_cast<int>(i / m_tiles), i % m_tiles * kTileRows, part);
+    __syncthreads();  // `part` is rewritten by the next item
+  }
+}
+
+// Blocks of expert_mma_kernel<NW, P> that fit on the device at once (its occupancy, a
+// property of the compiled kernel, times the SMs), and the launch of `items_max` items.
+template <int NW, int P>
+void launch_expert_mma(const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
+  static const int per_sm = [] {
+    int n = 0;
+    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_mma_kernel<NW, P>, kThreads, 0));
+    return n;
+  }();
+  int sms = 0;
+  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t blocks = std::min<int64_t>(items_max, int64_t{std::max(per_sm, 1)} * sms);
+  expert_mma_kernel<NW, P><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  DSV4_CUDA_LAUNCH_CHECK();
 }
 
 // §4.23 steps 2-4: clamp (u both sides, g from above; limit <= 0 off), h = wt (silu(g) u).
@@ -438,14 +470,12 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
                             stream_>>>(xc, n_rows, H, xq);
       DSV4_CUDA_LAUNCH_CHECK();
     }
-    const unsigned grid_y = static_cast<unsigned>(max_tiles(slots, n_experts));
+    const int64_t tiles_max = max_tiles(slots, n_experts);
     const MmaArgs up{experts, tiles, native ? xq : xc, k, I, H, {g, u}};
-    const dim3 up_grid(static_cast<unsigned>(I / kTileRows), grid_y);
     if (exact)
-      expert_mma_kernel<2, 1><<<up_grid, kThreads, 0, stream_>>>(up);
+      launch_expert_mma<2, 1>(up, tiles_max * (I / kTileRows), device_, stream_);
     else
-      expert_mma_kernel<2, 3><<<up_grid, kThreads, 0, stream_>>>(up);
-    DSV4_CUDA_LAUNCH_CHECK();
+      launch_expert_mma<2, 3>(up, tiles_max * (I / kTileRows), device_, stream_);
     swiglu_kernel<<<cuda::blocks_for(slots * I, kThreads), kThreads, 0, stream_>>>(
         g, u, wt + row0 * k, slots, inter, swiglu_limit, h);
     DSV4_CUDA_LAUNCH_CHECK();
@@ -455,12 +485,10 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
       DSV4_CUDA_LAUNCH_CHECK();
     }
     const MmaArgs down{experts, tiles, h, 1, H, I, {ye, nullptr}};
-    const dim3 down_grid(static_cast<unsigned>(H / kTileRows), grid_y);
     if (exact)
-      expert_mma_kernel<1, 1><<<down_grid, kThreads, 0, stream_>>>(down);
+      launch_expert_mma<1, 1>(down, tiles_max * (H / kTileRows), device_, stream_);
     else
-      expert_mma_kernel<1, 3><<<down_grid, kThreads, 0, stream_>>>(down);
-    DSV4_CUDA_LAUNCH_CHECK();
+      launch_expert_mma<1, 3>(down, tiles_max * (H / kTileRows), device_, stream_);
     // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight).
     gemv_rows(sw1, xc, H, act, sg, Is, static_cast<int>(n_rows));
     gemv_rows(sw3, xc, H, act, su, Is, static_cast<int>(n_rows));
