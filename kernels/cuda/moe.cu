@@ -32,6 +32,16 @@ constexpr int kAhead = 2;       // chunks per warp loaded before the first is us
 
 __device__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
+// §4.23 steps 2-4 on one element: clamp (u both sides, g from above; limit <= 0 off),
+// h = wt (silu(g) u).
+__device__ inline float swiglu(float g, float u, float wt, float limit) {
+  if (limit > 0.0f) {
+    g = limit < g ? limit : g;
+    u = cuda::clamp_keep_nan(u, -limit, limit);
+  }
+  return wt * ((g * sigmoid(g)) * u);
+}
+
 // §4.9 as values, one warp per (row, 128-block): y [rows, K] = e4m3(x / s) * s (may alias
 // x). The scale s is a power of two (pow2ceil), so q * s is exact and the expert kernel
 // takes the dequantized value as its activation: sum_k (q_k s) w_k equals §4.23's
@@ -173,10 +183,12 @@ struct MmaArgs {
   const float* act;  // slot s's activation row: act + (s / act_div) * K
   int act_div;       // k (up: the slot's token row) or 1 (down: the slot's own h)
   int64_t m, k;      // weight rows (outputs) and columns
-  float* out[2];     // [slots, m] per projection
+  float* out;        // [slots, m]: h (up) or the expert's output (down)
+  const float* wt;   // up: routing weight [slots]
+  float limit;       // up: SwiGLU clamp, <= 0 off (D16)
 };
 
-// NW = 2: w1, w3 of the tile's expert (up, out g and u); NW = 1: w2 (down).
+// NW = 2: w1, w3 of the tile's expert (up, out h); NW = 1: w2 (down).
 template <int NW>
 __device__ inline void projections(const cuda::ExpertW& e, cuda::Fp4W (&w)[NW]) {
   if constexpr (NW == 2) {
@@ -287,17 +299,23 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
     for (int i = 0; i < 4; ++i) part[warp][j][i][lane] = acc[j][i];
   __syncthreads();
   // Thread (j, i, l): accumulator i of lane l, i.e. row l / 4 (+ 8 for i >= 2), column
-  // 2 (l % 4) + i % 2 of the mma's D fragment.
-  if (threadIdx.x < NW * 4 * cuda::kWarp) {
-    const int j = threadIdx.x / (4 * cuda::kWarp), i = threadIdx.x / cuda::kWarp % 4, l = threadIdx.x % cuda::kWarp;
+  // 2 (l % 4) + i % 2 of the mma's D fragment. Up: h = swiglu(g, u) at once (§4.23).
+  if (threadIdx.x < 4 * cuda::kWarp) {
+    const int i = threadIdx.x / cuda::kWarp, l = threadIdx.x % cuda::kWarp;
     const int32_t slot = slots[2 * (l % 4) + i % 2];
     if (slot >= 0) {
-      float v = part[0][j][i][l];
-      for (int p = 1; p < kWarps; ++p) v += part[p][j][i][l];
-      // Selected, not indexed by j: a dynamic index would put w and a.out in local memory.
-      const float s2 = j == 0 ? w[0].scale_2 : w[NW - 1].scale_2;  // §3.7 weight_scale_2
-      float* out = j == 0 ? a.out[0] : a.out[1];
-      out[slot * a.m + m0 + l / 4 + 8 * (i / 2)] = v * s2;
+      float v[NW];
+#pragma unroll
+      for (int j = 0; j < NW; ++j) {
+        v[j] = part[0][j][i][l];
+        for (int p = 1; p < kWarps; ++p) v[j] += part[p][j][i][l];
+        v[j] *= w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
+      }
+      const int64_t at = slot * a.m + m0 + l / 4 + 8 * (i / 2);
+      if constexpr (NW == 2)
+        a.out[at] = swiglu(v[0], v[1], a.wt[slot], a.limit);
+      else
+        a.out[at] = v[0];
     }
   }
 }
@@ -337,20 +355,12 @@ void launch_expert_mma(const MmaArgs& a, int64_t items_max, int device, cudaStre
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
-// §4.23 steps 2-4: clamp (u both sides, g from above; limit <= 0 off), h = wt (silu(g) u).
-// wt [slots] or null (shared expert: 1).
-__global__ void swiglu_kernel(const float* g, const float* u, const float* wt, int64_t slots,
-                              int inter, float limit, float* h) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < slots * inter;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    float gi = g[i], ui = u[i];
-    if (limit > 0.0f) {
-      gi = limit < gi ? limit : gi;
-      ui = cuda::clamp_keep_nan(ui, -limit, limit);
-    }
-    const float w = wt ? wt[i / inter] : 1.0f;
-    h[i] = w * ((gi * sigmoid(gi)) * ui);
-  }
+// The shared expert's h [rows, inter] = swiglu(g, u) with weight 1.
+__global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int inter, float limit,
+                              float* h) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * inter;
+       i += int64_t{gridDim.x} * blockDim.x)
+    h[i] = swiglu(g[i], u[i], 1.0f, limit);
 }
 
 // out[t, d] = (sum over the row's slots in ascending expert id of y[slot, d], from 0) + sh[t, d].
@@ -431,14 +441,14 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
   if (rows == 0) return;
   activate();
   // Scratch per chunk of C rows (floats): the up projection's activation (native: x
-  // quantized), g, u, h, y_e, shared g/u/h, shared out; then the tiles (int32).
+  // quantized), h, y_e, shared g/u/h, shared out; then the tiles (int32).
   const int64_t C = std::min(rows, kMoeChunk), S = C * k, H = hidden, I = inter, Is = shared_inter;
   const int64_t T = max_tiles(S, n_experts);
   const size_t group_smem = static_cast<size_t>(S + n_experts) * sizeof(int32_t);
   if (group_smem > 40 * 1024)
     throw Error(cat("moe: layer ", b.layer_id, " has ", n_experts, " experts; the slot grouping holds at most ",
                     40 * 1024 / 4 - S, " at ", k, " experts per token"));
-  const int64_t sizes[] = {C * H, S * I, S * I, S * I, S * H, C * Is, C * Is, C * Is, C * H, 1 + T + T * kCols};
+  const int64_t sizes[] = {C * H, S * I, S * H, C * Is, C * Is, C * Is, C * H, 1 + T + T * kCols};
   constexpr int kParts = sizeof(sizes) / sizeof(sizes[0]);
   // Each part starts 16-byte aligned, so the expert kernels take their 128-bit activation loads.
   auto padded = [](int64_t n) { return (n + 3) / 4 * 4; };
@@ -450,9 +460,8 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
     part[i] = base;
     base += padded(sizes[i]);
   }
-  float *xq = part[0], *g = part[1], *u = part[2], *h = part[3], *ye = part[4], *sg = part[5], *su = part[6],
-        *sh_h = part[7], *sh = part[8];
-  auto* ints = reinterpret_cast<int32_t*>(part[9]);
+  float *xq = part[0], *h = part[1], *ye = part[2], *sg = part[3], *su = part[4], *sh_h = part[5], *sh = part[6];
+  auto* ints = reinterpret_cast<int32_t*>(part[7]);
   const Tiles tiles{ints, ints + 1, ints + 1 + T};
   const bool act = num.act_bf16();
   // Activation planes: e4m3 values (native) and bf16-rounded ones are bf16-exact; f32
@@ -471,20 +480,17 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
       DSV4_CUDA_LAUNCH_CHECK();
     }
     const int64_t tiles_max = max_tiles(slots, n_experts);
-    const MmaArgs up{experts, tiles, native ? xq : xc, k, I, H, {g, u}};
+    const MmaArgs up{experts, tiles, native ? xq : xc, k, I, H, h, wt + row0 * k, swiglu_limit};
     if (exact)
       launch_expert_mma<2, 1>(up, tiles_max * (I / kTileRows), device_, stream_);
     else
       launch_expert_mma<2, 3>(up, tiles_max * (I / kTileRows), device_, stream_);
-    swiglu_kernel<<<cuda::blocks_for(slots * I, kThreads), kThreads, 0, stream_>>>(
-        g, u, wt + row0 * k, slots, inter, swiglu_limit, h);
-    DSV4_CUDA_LAUNCH_CHECK();
     if (native) {  // h is re-quantized after the routing-weight multiply (§4.23)
       act_quant128_kernel<<<cuda::blocks_for(slots * (I / kFp8Block) * cuda::kWarp, kThreads), kThreads, 0,
                             stream_>>>(h, slots, I, h);
       DSV4_CUDA_LAUNCH_CHECK();
     }
-    const MmaArgs down{experts, tiles, h, 1, H, I, {ye, nullptr}};
+    const MmaArgs down{experts, tiles, h, 1, H, I, ye, nullptr, 0.0f};
     if (exact)
       launch_expert_mma<1, 1>(down, tiles_max * (H / kTileRows), device_, stream_);
     else
@@ -493,7 +499,7 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
     gemv_rows(sw1, xc, H, act, sg, Is, static_cast<int>(n_rows));
     gemv_rows(sw3, xc, H, act, su, Is, static_cast<int>(n_rows));
     swiglu_kernel<<<cuda::blocks_for(n_rows * Is, kThreads), kThreads, 0, stream_>>>(
-        sg, su, nullptr, n_rows, shared_inter, swiglu_limit, sh_h);
+        sg, su, n_rows, shared_inter, swiglu_limit, sh_h);
     DSV4_CUDA_LAUNCH_CHECK();
     gemv_rows(sw2, sh_h, Is, act, sh, H, static_cast<int>(n_rows));
     combine_kernel<<<cuda::blocks_for(n_rows * H, kThreads), kThreads, 0, stream_>>>(
