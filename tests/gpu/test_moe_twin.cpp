@@ -154,7 +154,8 @@ struct Arm {
 };
 // The CUDA experts sum exact products (bf16 tensor-core operands: e2m1 x block scale, and
 // e4m3 / bf16-rounded activations, or f32 ones as three exact bf16 planes) in another f32
-// order than the CPU (~1e-7 relative, at most ~1e-6 over 4096 terms). That difference
+// order than the CPU, the tensor core's own additions included (~1e-7 relative, at most
+// ~1e-6 over 4096 terms). That difference
 // feeds a re-quantization of h (native: per-128 e4m3, a boundary element moves one step,
 // <= 1/8 relative) or a bf16 rounding of h (1/256 relative). One such flip moves rel_l2 by
 // <= ~1e-3 (native) / ~1e-4 (bf16 act); without activation rounding the order alone stays
@@ -227,6 +228,18 @@ TEST_CASE("moe twin: an expert picked by more rows than one mma tile holds (20 r
     std::copy(own, own + kK, sel.begin() + t * kK);
   }
   check_moe(kSmall, ExpertRecipe::mxfp4, kMany, sel, false, 83);
+}
+
+TEST_CASE("moe: expert widths the mma kernel cannot tile are refused with the layer and widths") {
+  Backends b;
+  Rng rng(86);
+  Block blk(rng, ExpertRecipe::mxfp4, false, MoeShape{kHidden, 96, kExperts, kExperts});
+  PairF x = put(b, rng.normals(kHidden));
+  PairI sel = put_i32(b, {0, 1, 2, 3, 4, 5});
+  PairF wt = put(b, std::vector<float>(kK, 0.25f));
+  PairF out = zeros(b, kHidden);
+  CHECK_THROWS_WITH_AS(b.gpu->moe(blk.w, x[kGpu], 1, sel[kGpu], wt[kGpu], kK, 0.0f, Numerics{}, out[kGpu]),
+                       "moe: layer 4 needs expert widths that are multiples of 128: hidden 256 inter 96", Error);
 }
 
 // Flash shapes: hidden 4096, inter 2048, 256 experts, 6 per token, 8 rows (a verify
