@@ -58,12 +58,14 @@ __global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, flo
   }
 }
 
-// The call's work list: tile i is expert[i] applied to the slots slot[i*kCols ..] (ascending,
-// -1 past the expert's last), count tiles in all; an expert's slots fill ceil(n / 8) tiles.
+// The call's work list: tile i is the expert w[i] applied to the slots slot[i*kCols ..]
+// (ascending, -1 past the expert's last), count tiles in all; an expert's slots fill
+// ceil(n / 8) tiles. The tile holds its expert's weights itself, so the expert kernel
+// reaches them in one dependent load, not two.
 struct Tiles {
-  int32_t* count;   // [1]
-  int32_t* expert;  // [max_tiles]
-  int32_t* slot;    // [max_tiles * kCols]
+  cuda::ExpertW* w;  // [max_tiles]
+  int32_t* count;    // [1]
+  int32_t* slot;     // [max_tiles * kCols]
 };
 
 // The most tiles `slots` slots of n_experts experts can need: sum_e ceil(c_e / 8) <=
@@ -74,7 +76,8 @@ int64_t max_tiles(int64_t slots, int64_t n_experts) {
 
 // One block: experts in ascending id, each one's slots in ascending order (a fixed order;
 // ids outside [0, n_experts) join no tile). Shared memory: sel [slots], first tile [n_experts].
-__global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* sel, int slots, int n_experts,
+__global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* sel, int slots,
+                                                               const cuda::ExpertW* experts, int n_experts,
                                                                Tiles t) {
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage scan;
@@ -104,7 +107,7 @@ __global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* se
     int j = 0;
     for (int s = 0; s < slots; ++s)
       if (s_sel[s] == e) {
-        if (j % kCols == 0) t.expert[first[e] + j / kCols] = e;
+        if (j % kCols == 0) t.w[first[e] + j / kCols] = experts[e];
         out[j++] = s;
       }
     for (; j % kCols != 0; ++j) out[j] = -1;
@@ -178,7 +181,6 @@ __device__ inline void scale_pairs(const cuda::Fp4W& w, const uint8_t (&code)[2]
 }
 
 struct MmaArgs {
-  const cuda::ExpertW* experts;
   Tiles tiles;
   const float* act;  // slot s's activation row: act + (s / act_div) * K
   int act_div;       // k (up: the slot's token row) or 1 (down: the slot's own h)
@@ -215,7 +217,7 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
   const int g = lane / 4, t = lane % 4;
   const int32_t* slots = a.tiles.slot + int64_t{tile} * kCols;
   cuda::Fp4W w[NW];
-  projections<NW>(a.experts[a.tiles.expert[tile]], w);
+  projections<NW>(a.tiles.w[tile], w);
   const int32_t col = slots[g];
   const float* x = col >= 0 ? a.act + (col / a.act_div) * a.k : nullptr;  // null: zero column
   const int64_t chunks = a.k / kChunk;
@@ -441,14 +443,16 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
   if (rows == 0) return;
   activate();
   // Scratch per chunk of C rows (floats): the up projection's activation (native: x
-  // quantized), h, y_e, shared g/u/h, shared out; then the tiles (int32).
+  // quantized), h, y_e, shared g/u/h, shared out; then the tiles (ExpertW, int32).
   const int64_t C = std::min(rows, kMoeChunk), S = C * k, H = hidden, I = inter, Is = shared_inter;
   const int64_t T = max_tiles(S, n_experts);
   const size_t group_smem = static_cast<size_t>(S + n_experts) * sizeof(int32_t);
   if (group_smem > 40 * 1024)
     throw Error(cat("moe: layer ", b.layer_id, " has ", n_experts, " experts; the slot grouping holds at most ",
                     40 * 1024 / 4 - S, " at ", k, " experts per token"));
-  const int64_t sizes[] = {C * H, S * I, S * H, C * Is, C * Is, C * Is, C * H, 1 + T + T * kCols};
+  static_assert(sizeof(cuda::ExpertW) % sizeof(float) == 0 && alignof(cuda::ExpertW) <= 16);
+  const int64_t sizes[] = {C * H, S * I, S * H, C * Is, C * Is, C * Is, C * H,
+                           T * static_cast<int64_t>(sizeof(cuda::ExpertW) / sizeof(float)), 1 + T * kCols};
   constexpr int kParts = sizeof(sizes) / sizeof(sizes[0]);
   // Each part starts 16-byte aligned, so the expert kernels take their 128-bit activation loads.
   auto padded = [](int64_t n) { return (n + 3) / 4 * 4; };
@@ -461,8 +465,8 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
     base += padded(sizes[i]);
   }
   float *xq = part[0], *h = part[1], *ye = part[2], *sg = part[3], *su = part[4], *sh_h = part[5], *sh = part[6];
-  auto* ints = reinterpret_cast<int32_t*>(part[7]);
-  const Tiles tiles{ints, ints + 1, ints + 1 + T};
+  auto* ints = reinterpret_cast<int32_t*>(part[8]);
+  const Tiles tiles{reinterpret_cast<cuda::ExpertW*>(part[7]), ints, ints + 1};
   const bool act = num.act_bf16();
   // Activation planes: e4m3 values (native) and bf16-rounded ones are bf16-exact; f32
   // activations take three bf16 planes, so every product stays exact as in the CPU
@@ -471,8 +475,8 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
   for (int row0 = 0; row0 < rows; row0 += static_cast<int>(C)) {
     const int64_t n_rows = std::min<int64_t>(C, rows - row0), slots = n_rows * k;
     const float* xc = x + row0 * H;
-    group_slots_kernel<<<1, kThreads, group_smem, stream_>>>(sel + row0 * k, static_cast<int>(slots), n_experts,
-                                                             tiles);
+    group_slots_kernel<<<1, kThreads, group_smem, stream_>>>(sel + row0 * k, static_cast<int>(slots), experts,
+                                                             n_experts, tiles);
     DSV4_CUDA_LAUNCH_CHECK();
     if (native) {
       act_quant128_kernel<<<cuda::blocks_for(n_rows * (H / kFp8Block) * cuda::kWarp, kThreads), kThreads, 0,
@@ -480,7 +484,7 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
       DSV4_CUDA_LAUNCH_CHECK();
     }
     const int64_t tiles_max = max_tiles(slots, n_experts);
-    const MmaArgs up{experts, tiles, native ? xq : xc, k, I, H, h, wt + row0 * k, swiglu_limit};
+    const MmaArgs up{tiles, native ? xq : xc, k, I, H, h, wt + row0 * k, swiglu_limit};
     if (exact)
       launch_expert_mma<2, 1>(up, tiles_max * (I / kTileRows), device_, stream_);
     else
@@ -490,7 +494,7 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
                             stream_>>>(h, slots, I, h);
       DSV4_CUDA_LAUNCH_CHECK();
     }
-    const MmaArgs down{experts, tiles, h, 1, H, I, ye, nullptr, 0.0f};
+    const MmaArgs down{tiles, h, 1, H, I, ye, nullptr, 0.0f};
     if (exact)
       launch_expert_mma<1, 1>(down, tiles_max * (H / kTileRows), device_, stream_);
     else
