@@ -155,11 +155,10 @@ struct Arm {
 // The CUDA experts sum exact products (bf16 tensor-core operands: e2m1 x block scale, and
 // e4m3 / bf16-rounded activations, or f32 ones as three exact bf16 planes) in another f32
 // order than the CPU, the tensor core's own additions included (~1e-7 relative, at most
-// ~1e-6 over 4096 terms). That difference
-// feeds a re-quantization of h (native: per-128 e4m3, a boundary element moves one step,
-// <= 1/8 relative) or a bf16 rounding of h (1/256 relative). One such flip moves rel_l2 by
-// <= ~1e-3 (native) / ~1e-4 (bf16 act); without activation rounding the order alone stays
-// below 1e-5.
+// ~1e-6 over 4096 terms). That difference feeds a re-quantization of h (native: per-128
+// e4m3, a boundary element moves one step, <= 1/8 relative) or a bf16 rounding of h
+// (1/256 relative). One such flip moves rel_l2 by <= ~1e-3 (native) / ~1e-4 (bf16 act);
+// without activation rounding the order alone stays below 1e-5.
 constexpr Arm kArms[] = {{"native", ExpertArm::native, DenseAct::bf16, 10.0f, 3e-3, 3e-2},
                          {"bf16 arm, bf16 act", ExpertArm::bf16, DenseAct::bf16, 10.0f, 3e-4, 3e-3},
                          {"bf16 arm, f32 act, no clamp", ExpertArm::bf16, DenseAct::f32, 0.0f, 1e-5, 1e-5}};
