@@ -176,17 +176,22 @@ std::vector<float> gpu_moe(Backends& b, const Block& blk, const PairF& x, const 
 // Twin of every arm on the given selection, and per arm: the rows of every T-row call
 // (T = 1 .. rows when `every_t`, else T = rows) bit-identical to the rows computed alone
 // (SPECDECODE.md §6.3), and a repeated call bit-identical (fixed-order reductions).
+// scale_2 > 0 replaces every NVFP4 weight_scale_2 (then only the native arm applies: the
+// bf16 arm refuses a scale_2 that is not a power of two).
 void check_moe(const MoeShape& s, ExpertRecipe recipe, int rows, const std::vector<int32_t>& sel_host,
-               bool every_t, uint64_t seed) {
+               bool every_t, uint64_t seed, float scale_2 = 0.0f) {
   Backends b;
   Rng rng(seed);
   Block blk(rng, recipe, false, s);
+  if (scale_2 > 0.0f)
+    for (ExpertWeights& e : blk.w.experts) e.w1.scale_2 = e.w2.scale_2 = e.w3.scale_2 = scale_2;
   PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
   std::vector<float> wt_host(sel_host.size());
   for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
   PairI sel = put_i32(b, sel_host);
   PairF wt = put(b, wt_host);
   for (const Arm& a : kArms) {
+    if (scale_2 > 0.0f && a.arm != ExpertArm::native) continue;
     Numerics num;
     num.expert_arm = a.arm;
     num.dense_act = a.act;
@@ -217,6 +222,16 @@ TEST_CASE("moe twin: both expert arms, MXFP4 and NVFP4, clamp on and off") {
     for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;  // distinct, unsorted
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_moe(kSmall, recipe, kRows, sel, true, recipe == ExpertRecipe::mxfp4 ? 81 : 82);
+}
+
+// nvidia's NVFP4 files store an f32 weight_scale_2 that is no power of two: the CPU rounds
+// e4m3 x scale_2 into each weight, the CUDA kernel multiplies the sum by scale_2 (one
+// rounding per element instead, ~1e-7 relative): inside the native arm's bounds.
+TEST_CASE("moe twin: NVFP4 with a weight_scale_2 that is not a power of two (native arm)") {
+  std::vector<int32_t> sel(kRows * kK);
+  for (int t = 0; t < kRows; ++t)
+    for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 3 + j * 7) % kExperts;
+  check_moe(kSmall, ExpertRecipe::nvfp4, kRows, sel, false, 87, 0.0123f);
 }
 
 TEST_CASE("moe twin: an expert picked by more rows than one mma tile holds (20 rows share experts 0 and 9)") {
