@@ -201,8 +201,8 @@ __device__ inline void projections(const cuda::ExpertW& e, cuda::Fp4W (&w)[NW]) 
   }
 }
 
-// out[j][s, m0 + i] = sum_k W_j(m0 + i, k) a_s(k) for the 16 rows m0 + i and the <= 8
-// slots of `tile`. Lane (g, t) = (lane / 4, lane % 4) owns weight rows m0 + g and
+// p_j[s, m0 + i] = sum_k W_j(m0 + i, k) a_s(k) for the 16 rows m0 + i and the <= 8 slots
+// of `tile`; out = swiglu(p_1, p_3) (up) or p_2 (down). Lane (g, t) = (lane / 4, lane % 4) owns weight rows m0 + g and
 // m0 + g + 8 and slot column g; in chunk c it takes the 32-element run at k0 = 128c + 32t
 // (one 16-byte load per row, one scale group of MXFP4, two of NVFP4). The mma's k-slots
 // {2t, 2t+1, 2t+8, 2t+9} of a step hold four of those elements, the same ones in A and B
@@ -322,13 +322,13 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
   }
 }
 
-// Work item i = (tile i / (m / 16), rows 16 (i % (m / 16)) ..): a fixed grid of resident
-// blocks walks the items of the tiles that exist (count is known on the device only), so
-// a call launches no empty blocks. Which block takes an item changes nothing in it.
 // Resident blocks per SM asked of the compiler: <= 128 registers (NW = 2) / <= 85 (NW = 1).
 template <int NW>
 constexpr int kMinBlocks = NW == 2 ? 2 : 3;
 
+// Work item i = (tile i / (m / 16), rows 16 (i % (m / 16)) ..): a fixed grid of resident
+// blocks walks the items of the tiles that exist (count is known on the device only), so
+// a call launches no empty blocks. Which block takes an item changes nothing in it.
 template <int NW, int P>
 __global__ void __launch_bounds__(kThreads, kMinBlocks<NW>) expert_mma_kernel(MmaArgs a) {
   __shared__ float part[kWarps][NW][4][cuda::kWarp];
