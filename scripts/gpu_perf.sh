@@ -35,7 +35,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 t0=$SECONDS
 cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDSV4_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/configure.log" 2>&1 || { note "configure failed"; tail -40 "$out/configure.log" | tee -a "$summary"; exit 1; }
-cmake --build "$build" -j"$(nproc)" --target test_gpu dsv4-bench-ops dsv4-bench-decode dsv4-mkckpt dsv4-dev-gemv \
+cmake --build "$build" -j"$(nproc)" --target test_gpu dsv4-stage dsv4-bench-ops dsv4-bench-decode dsv4-mkckpt dsv4-dev-gemv \
   >"$out/build.log" 2>&1 || { note "build failed"; grep -E "error" "$out/build.log" | head -40 | tee -a "$summary"; exit 1; }
 note "build: $((SECONDS - t0)) s"
 
