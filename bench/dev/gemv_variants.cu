@@ -4,8 +4,8 @@
 // shipped one — NO, U and B change which loads are in flight, never a row's arithmetic),
 // then time with CUDA events. Variants P are the persistent kernel (linear.cuh,
 // gemv_persist_kernel: resident blocks walk the output sets and load the next chunk group
-// before using the current) at other NO / U / B; the shipped choice is P41 B2, used for
-// one row on weights of >= kPersistMinChunks chunks.
+// before using the current) at other NO / U / B; shipped for one row: P81 B2 from
+// kPersistWideChunks chunks, P41 B2 from kPersistMinChunks.
 // usage: dsv4-dev-gemv [reps]
 #include <cuda_runtime.h>
 

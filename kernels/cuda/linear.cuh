@@ -35,12 +35,15 @@ constexpr int kGemvThreads = kGemvWarps * kWarp;
 constexpr int kGemvOutputs = 2;  // NO: outputs per warp set (x chunks reused NO times)
 constexpr int kGemvAhead = 2;    // U: chunks in flight per weight row and lane (dsv4-dev-gemv)
 constexpr int kGemvRows = 8;     // R of the multi-row instantiation (verify rounds)
-// The one-row persistent kernel (gemv_persist_kernel): NO, U, resident blocks per SM, and
-// the weight size from which it beats the chunk kernel (dsv4-dev-gemv on an H200: 1.76-1.91
-// TB/s against 1.41-1.53 on the 33.6 MB matrices, 1.2 against 1.0 at 8 MB, slower on the
-// 2-4 MB single-wave ones).
-constexpr int kPersistOutputs = 4, kPersistAhead = 1, kPersistBlocks = 2;
-constexpr int64_t kPersistMinChunks = int64_t{1} << 19;  // 8 MiB of 16-byte chunks
+// The one-row persistent kernel (gemv_persist_kernel): outputs per warp set, chunks ahead
+// and resident blocks per SM by weight size (dsv4-dev-gemv on an H200, every variant bitwise
+// equal): from 32 MiB NO 8 (2.08-2.19 TB/s on the 33.6 MB Flash matrices; the chunk kernel
+// 1.39-1.51), from 8 MiB NO 4 (1.22 against 1.01), below it the chunk kernel (the 2-4 MB
+// matrices are one wave, where fewer outputs per warp set win).
+constexpr int kPersistAhead = 1, kPersistBlocks = 2;
+constexpr int kPersistOutputs = 4, kPersistWideOutputs = 8;
+constexpr int64_t kPersistMinChunks = int64_t{1} << 19;   // 8 MiB of 16-byte chunks
+constexpr int64_t kPersistWideChunks = int64_t{1} << 21;  // 32 MiB
 
 // One GEMV problem, G groups on grid.z (grouped wo_a, §4.21): for group g, output n < n_out,
 // row r < rows: y[r*y_stride + g*y_group + n] = sum_k a(x[r*x_stride + g*x_group + k]) *
@@ -373,7 +376,10 @@ bool CudaOps::gemv_chunks(const C& c, cuda::GemvArgs a, int groups) {
     return false;
   a.splits = cuda::gemv_splits(a.n_out * groups, a.k_in / C::kVec);
   // The kernel is chosen by the shape and the row count; both compute a row alike (R-I3).
-  if (a.rows == 1 && a.n_out * groups * (a.k_in / C::kVec) >= cuda::kPersistMinChunks)
+  const int64_t chunks = a.n_out * groups * (a.k_in / C::kVec);
+  if (a.rows == 1 && chunks >= cuda::kPersistWideChunks)
+    cuda::launch_gemv_persist<C, cuda::kPersistWideOutputs>(c, a, groups, stream_);
+  else if (a.rows == 1 && chunks >= cuda::kPersistMinChunks)
     cuda::launch_gemv_persist(c, a, groups, stream_);
   else
     cuda::launch_gemv_chunks(c, a, groups, stream_);
