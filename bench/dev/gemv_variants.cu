@@ -1,11 +1,12 @@
 // dsv4-dev-gemv: the FP8 GEMV fast path of kernels/cuda/linear.cuh in numbered variants
 // (outputs per warp set NO x chunks ahead U x minimum resident blocks B, llm.c dev/cuda
-// style) at the Flash decode shapes, one row: validate (every variant bitwise equal to the
+// style) at the Flash decode shapes: validate (every variant bitwise equal to the
 // shipped one — NO, U and B change which loads are in flight, never a row's arithmetic),
 // then time with CUDA events. Variants P are the persistent kernel (linear.cuh,
 // gemv_persist_kernel: resident blocks walk the output sets and load the next chunk group
-// before using the current) at other NO / U / B; shipped for one row: P81 B2 from
-// kPersistWideChunks chunks, P41 B2 from kPersistMinChunks.
+// before using the current; R rows share a weight load) at other R / NO / U / B, at 1, 2, 4
+// and 8 rows, each validated against the chunk kernel at the same rows; shipped: see
+// launch_gemv_persist_rows.
 // usage: dsv4-dev-gemv [reps]
 #include <cuda_runtime.h>
 
@@ -52,10 +53,10 @@ float run(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) 
   return time_launches([&] { cuda::launch_gemv_chunks<cuda::Fp8Chunks, NO, U, B>(c, a, 1, s); }, reps, s);
 }
 
-template <int NO, int U, int B>
+template <int R, int NO, int U, int B>
 float run_persist(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) {
   a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec);
-  return time_launches([&] { cuda::launch_gemv_persist<cuda::Fp8Chunks, NO, U, B>(c, a, 1, s); }, reps, s);
+  return time_launches([&] { cuda::launch_gemv_persist<cuda::Fp8Chunks, R, NO, U, B>(c, a, 1, s); }, reps, s);
 }
 
 }  // namespace
@@ -74,14 +75,15 @@ int run_all(int argc, char** argv) {
       if ((b & 0x7F) == 0x7F) b ^= 1;  // no NaN codes
     }
     for (auto& b : scales) b = static_cast<uint8_t>(118 + gen() % 3);
-    std::vector<float> x(sh.in);
+    constexpr int kMaxRows = 8;
+    std::vector<float> x(sh.in * kMaxRows);
     for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(gen);
     uint8_t *d_codes, *d_scales;
     float *d_x, *d_y;
     DSV4_CUDA_CHECK(cudaMalloc(&d_codes, codes.size()));
     DSV4_CUDA_CHECK(cudaMalloc(&d_scales, scales.size()));
     DSV4_CUDA_CHECK(cudaMalloc(&d_x, x.size() * 4));
-    DSV4_CUDA_CHECK(cudaMalloc(&d_y, sh.out * 4));
+    DSV4_CUDA_CHECK(cudaMalloc(&d_y, sh.out * kMaxRows * 4));
     DSV4_CUDA_CHECK(cudaMemcpy(d_codes, codes.data(), codes.size(), cudaMemcpyHostToDevice));
     DSV4_CUDA_CHECK(cudaMemcpy(d_scales, scales.data(), scales.size(), cudaMemcpyHostToDevice));
     DSV4_CUDA_CHECK(cudaMemcpy(d_x, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
@@ -94,36 +96,42 @@ int run_all(int argc, char** argv) {
     a.y_stride = sh.out;
     a.k_in = sh.in;
     a.n_out = sh.out;
-    a.rows = 1;
     a.act_bf16 = true;
     const double mb = (codes.size() + scales.size()) / 1e6;
-    std::vector<float> ref(sh.out), got(sh.out);
-    run<cuda::kGemvOutputs, cuda::kGemvAhead>(c, a, 1, s);
-    DSV4_CUDA_CHECK(cudaMemcpy(ref.data(), d_y, sh.out * 4, cudaMemcpyDeviceToHost));
-    auto report = [&](const char* v, float us) {
-      DSV4_CUDA_CHECK(cudaMemcpy(got.data(), d_y, sh.out * 4, cudaMemcpyDeviceToHost));
-      const bool same = std::memcmp(ref.data(), got.data(), ref.size() * 4) == 0;
-      std::printf("%-10s [%6lld, %5lld] %-8s splits %d %8.2f us %6.2f TB/s %s\n", sh.name,
-                  static_cast<long long>(sh.out), static_cast<long long>(sh.in), v,
-                  cuda::gemv_splits(sh.out, sh.in / 16), us, mb / us, same ? "bitwise-equal" : "DIFFERS");
-    };
-    report("NO1 U2", run<1, 2>(c, a, reps, s));
-    report("NO1 U4", run<1, 4>(c, a, reps, s));
-    report("NO1 U8", run<1, 8>(c, a, reps, s));
-    report("NO2 U2", run<2, 2>(c, a, reps, s));
-    report("NO2 U4", run<2, 4>(c, a, reps, s));
-    report("NO4 U2", run<4, 2>(c, a, reps, s));
-    report("NO4 U4", run<4, 4>(c, a, reps, s));
-    report("NO2U2B3", run<2, 2, 3>(c, a, reps, s));
-    report("NO2U2B4", run<2, 2, 4>(c, a, reps, s));
-    report("NO2U4B3", run<2, 4, 3>(c, a, reps, s));
-    report("P21 B3", run_persist<2, 1, 3>(c, a, reps, s));
-    report("P41 B2", run_persist<4, 1, 2>(c, a, reps, s));
-    report("P41 B3", run_persist<4, 1, 3>(c, a, reps, s));
-    report("P42 B2", run_persist<4, 2, 2>(c, a, reps, s));
-    report("P81 B1", run_persist<8, 1, 1>(c, a, reps, s));
-    report("P81 B2", run_persist<8, 1, 2>(c, a, reps, s));
-    report("P161 B1", run_persist<16, 1, 1>(c, a, reps, s));
+    for (int rows : {1, 2, 4, 8}) {
+      a.rows = rows;
+      const size_t n = static_cast<size_t>(sh.out) * rows;
+      std::vector<float> ref(n), got(n);
+      run<cuda::kGemvOutputs, cuda::kGemvAhead>(c, a, 1, s);  // the chunk kernel: the reference bits
+      DSV4_CUDA_CHECK(cudaMemcpy(ref.data(), d_y, n * 4, cudaMemcpyDeviceToHost));
+      auto report = [&](const char* v, float us) {
+        DSV4_CUDA_CHECK(cudaMemcpy(got.data(), d_y, n * 4, cudaMemcpyDeviceToHost));
+        const bool same = std::memcmp(ref.data(), got.data(), n * 4) == 0;
+        std::printf("%-10s [%6lld, %5lld] rows %d %-8s splits %d %8.2f us %6.2f TB/s %s\n", sh.name,
+                    static_cast<long long>(sh.out), static_cast<long long>(sh.in), rows, v,
+                    cuda::gemv_splits(sh.out, sh.in / 16), us, mb / us, same ? "bitwise-equal" : "DIFFERS");
+      };
+      report("NO2 U2", run<2, 2>(c, a, reps, s));
+      if (rows == 1) {
+        report("NO1 U2", run<1, 2>(c, a, reps, s));
+        report("NO4 U2", run<4, 2>(c, a, reps, s));
+        report("P41 B2", run_persist<1, 4, 1, 2>(c, a, reps, s));
+        report("P81 B2", run_persist<1, 8, 1, 2>(c, a, reps, s));
+        report("P82 B1", run_persist<1, 8, 2, 1>(c, a, reps, s));
+        report("P161 B1", run_persist<1, 16, 1, 1>(c, a, reps, s));
+      } else if (rows == 2) {
+        report("P2x4 B2", run_persist<2, 4, 1, 2>(c, a, reps, s));
+        report("P2x8 B1", run_persist<2, 8, 1, 1>(c, a, reps, s));
+        report("P2x2 B2", run_persist<2, 2, 1, 2>(c, a, reps, s));
+      } else if (rows == 4) {
+        report("P4x4 B1", run_persist<4, 4, 1, 1>(c, a, reps, s));
+        report("P4x2 B2", run_persist<4, 2, 1, 2>(c, a, reps, s));
+        report("P4x8 B1", run_persist<4, 8, 1, 1>(c, a, reps, s));
+      } else {
+        report("P8x2 B1", run_persist<8, 2, 1, 1>(c, a, reps, s));
+        report("P8x4 B1", run_persist<8, 4, 1, 1>(c, a, reps, s));
+      }
+    }
     DSV4_CUDA_CHECK(cudaFree(d_codes));
     DSV4_CUDA_CHECK(cudaFree(d_scales));
     DSV4_CUDA_CHECK(cudaFree(d_x));

@@ -35,8 +35,8 @@ constexpr int kGemvThreads = kGemvWarps * kWarp;
 constexpr int kGemvOutputs = 2;  // NO: outputs per warp set (x chunks reused NO times)
 constexpr int kGemvAhead = 2;    // U: chunks in flight per weight row and lane (dsv4-dev-gemv)
 constexpr int kGemvRows = 8;     // R of the multi-row instantiation (verify rounds)
-// The one-row persistent kernel (gemv_persist_kernel): outputs per warp set, chunks ahead
-// and resident blocks per SM by weight size (dsv4-dev-gemv on an H200, every variant bitwise
+// The persistent kernel (gemv_persist_kernel): outputs per warp set, chunks ahead and
+// resident blocks per SM by weight size (one row; launch_gemv_persist_rows for more) (dsv4-dev-gemv on an H200, every variant bitwise
 // equal): from 32 MiB NO 8 (2.08-2.19 TB/s on the 33.6 MB Flash matrices; the chunk kernel
 // 1.39-1.51), from 8 MiB NO 4 (1.22 against 1.01), below it the chunk kernel (the 2-4 MB
 // matrices are one wave, where fewer outputs per warp set win).
@@ -224,23 +224,26 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_chunk_kernel(C w
   }
 }
 
-// One row, persistent (issue 12: the chunk kernel loads only between its decode, butterfly
-// and split combine, 1.3-1.5 TB/s): a grid of resident blocks walks the output sets, and a
-// lane loads its next chunk group — of the same set or of the set it takes next — before it
-// uses the current one. A set's per-(output, chunk) arithmetic and combine order are the
-// chunk kernel's, so the bits are the same (dsv4-dev-gemv checks it) and R-I3 holds with
-// the R-row chunk kernel of verify rounds.
-template <class C, int NO, int U, int MinBlocks>
+// Persistent, up to R rows (issue 12: the chunk kernel loads only between its decode,
+// butterfly and split combine, 1.3-1.5 TB/s): a grid of resident blocks walks the output
+// sets, and a lane loads its next chunk group — of the same set or of the set it takes
+// next — before it uses the current one; the block's R rows (r0 = blockIdx.y * R) share
+// each weight load. A (row, output)'s arithmetic and combine order are the chunk kernel's,
+// so the bits are the same for every R, NO and U (dsv4-dev-gemv checks it) and R-I3 holds.
+template <class C, int R, int NO, int U, int MinBlocks>
 __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_persist_kernel(C w, GemvArgs a) {
+  static_assert(R * NO <= kWarp, "the combine takes one (row, output) per lane");
   constexpr int kVec = C::kVec;
-  __shared__ float part[kGemvWarps][NO];
+  __shared__ float part[kGemvWarps][R][NO];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int splits = a.splits, sets = kGemvWarps / splits;
   const int set = warp / splits, split = warp % splits;
   const int64_t total = (a.n_out + NO - 1) / NO, step = int64_t{gridDim.x} * sets;
   const int64_t chunks = a.k_in / kVec, stride = int64_t{kWarp} * splits, first = split * kWarp + lane;
   const int64_t g = blockIdx.z;
-  const float* x = a.x + g * a.x_group;
+  const int r0 = blockIdx.y * R;
+  const int nr = R == 1 ? 1 : (a.rows - r0 < R ? a.rows - r0 : R);  // R = 1: rows == 1
+  const float* x = a.x + r0 * a.x_stride + g * a.x_group;
   const int64_t wrow = a.w_row0 + g * a.w_group;  // + the output
   uint4 next[U][NO];
   auto load = [&](int64_t n0, int64_t base) {
@@ -248,15 +251,18 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_persist_kernel(C
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int o = 0; o < NO; ++o)
-        if (n0 + o < a.n_out && base + u * stride < chunks) next[u][o] = w.raw(wrow + n0 + o, (base + u * stride) * kVec);
+        if (n0 + o < a.n_out && base + u * stride < chunks)
+          next[u][o] = w.raw(wrow + n0 + o, (base + u * stride) * kVec);
   };
   int64_t sb = int64_t{blockIdx.x} * sets;
   load((sb + set) * NO, first);
   for (; sb < total; sb += step) {  // block-uniform
     const int64_t n0 = (sb + set) * NO;
-    float acc[NO];
+    float acc[R][NO];
 #pragma unroll
-    for (int o = 0; o < NO; ++o) acc[o] = 0.0f;
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int o = 0; o < NO; ++o) acc[r][o] = 0.0f;
     for (int64_t base = first; base < chunks; base += stride * U) {
       uint4 raw[U][NO];
 #pragma unroll
@@ -269,34 +275,45 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_persist_kernel(C
       for (int u = 0; u < U; ++u) {
         const int64_t c0 = (base + u * stride) * kVec;
         if (base + u * stride >= chunks) break;
-        float xs[kVec];
-        load_x(x + c0, a.act_bf16, xs);
+        float xs[R][kVec];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (r < nr) load_x(x + r * a.x_stride + c0, a.act_bf16, xs[r]);
 #pragma unroll
         for (int o = 0; o < NO; ++o) {
           if (n0 + o >= a.n_out) continue;
           float wv[kVec];
           w.decode(raw[u][o], wv);
           const float ws = w.scale(wrow + n0 + o, c0);
-          float lo = 0.0f, hi = 0.0f;
 #pragma unroll
-          for (int i = 0; i < kVec / 2; ++i) {
-            lo = fmaf(xs[i], wv[i], lo);
-            hi = fmaf(xs[kVec / 2 + i], wv[kVec / 2 + i], hi);
+          for (int r = 0; r < R; ++r) {
+            if (r >= nr) break;
+            float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kVec / 2; ++i) {
+              lo = fmaf(xs[r][i], wv[i], lo);
+              hi = fmaf(xs[r][kVec / 2 + i], wv[kVec / 2 + i], hi);
+            }
+            acc[r][o] = fmaf(lo + hi, ws, acc[r][o]);
           }
-          acc[o] = fmaf(lo + hi, ws, acc[o]);
         }
       }
     }
 #pragma unroll
-    for (int o = 0; o < NO; ++o) {
-      const float v = warp_sum(acc[o]);
-      if (lane == 0) part[warp][o] = v;
-    }
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int o = 0; o < NO; ++o) {
+        const float v = warp_sum(acc[r][o]);
+        if (lane == 0) part[warp][r][o] = v;
+      }
     __syncthreads();
-    if (split == 0 && lane < NO && n0 + lane < a.n_out) {
-      float s = part[warp][lane];
-      for (int j = 1; j < splits; ++j) s += part[warp + j][lane];
-      a.y[g * a.y_group + n0 + lane] = s;
+    if (split == 0 && lane < R * NO) {
+      const int r = lane / NO, o = lane % NO;
+      if (r < nr && n0 + o < a.n_out) {
+        float s = part[warp][r][o];
+        for (int j = 1; j < splits; ++j) s += part[warp + j][r][o];
+        a.y[(r0 + r) * a.y_stride + g * a.y_group + n0 + o] = s;
+      }
     }
     __syncthreads();  // part is read before the next set writes it
   }
@@ -332,14 +349,14 @@ inline int gemv_splits(int64_t outputs, int64_t chunks) {
   return s;
 }
 
-// The persistent kernel with a.splits set (rows == 1): as many blocks as are resident at
-// once on this device, at most one per output-set group.
-template <class C, int NO = kPersistOutputs, int U = kPersistAhead, int MinBlocks = kPersistBlocks>
+// The persistent kernel with a.splits set, R rows a block (grid.y the row blocks): as many
+// blocks as are resident at once on this device, at most one per output-set group.
+template <class C, int R, int NO, int U = kPersistAhead, int MinBlocks = kPersistBlocks>
 void launch_gemv_persist(const C& c, const GemvArgs& a, int groups, cudaStream_t stream) {
   static const int per_sm = [] {
     int n = 0;
     DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, gemv_persist_kernel<C, NO, U, MinBlocks>, kGemvThreads, 0));
+        &n, gemv_persist_kernel<C, R, NO, U, MinBlocks>, kGemvThreads, 0));
     return n;
   }();
   int device = 0, sms = 0;
@@ -347,10 +364,29 @@ void launch_gemv_persist(const C& c, const GemvArgs& a, int groups, cudaStream_t
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
   const int64_t need = (sets + per_block - 1) / per_block;
-  const int64_t resident = std::max<int64_t>(1, int64_t{sms} * per_sm / groups);
+  const unsigned gy = static_cast<unsigned>((a.rows + R - 1) / R);
+  const int64_t resident = std::max<int64_t>(1, int64_t{sms} * per_sm / (int64_t{groups} * gy));
   const unsigned gx = static_cast<unsigned>(std::min(need, resident));
-  gemv_persist_kernel<C, NO, U, MinBlocks><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
+  gemv_persist_kernel<C, R, NO, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
   DSV4_CUDA_LAUNCH_CHECK();
+}
+
+// The persistent kernel for rows >= 1 on a weight of `chunks` chunks (>= kPersistMinChunks):
+// R the smallest of 1, 2, 4, 8 holding the rows (row blocks of 8 beyond), NO by weight size
+// and R (dsv4-dev-gemv). Every choice computes a row alike (R-I3).
+template <class C>
+void launch_gemv_persist_rows(const C& c, const GemvArgs& a, int groups, int64_t chunks, cudaStream_t stream) {
+  const bool wide = chunks >= kPersistWideChunks;
+  if (a.rows == 1) {
+    if (wide) launch_gemv_persist<C, 1, kPersistWideOutputs>(c, a, groups, stream);
+    else launch_gemv_persist<C, 1, kPersistOutputs>(c, a, groups, stream);
+  } else if (a.rows == 2) {
+    launch_gemv_persist<C, 2, kPersistOutputs>(c, a, groups, stream);
+  } else if (a.rows <= 4) {
+    launch_gemv_persist<C, 4, kPersistOutputs, kPersistAhead, 1>(c, a, groups, stream);
+  } else {
+    launch_gemv_persist<C, 8, 2, kPersistAhead, 1>(c, a, groups, stream);
+  }
 }
 
 // Launches the fast path with a.splits already set; R = 1 for one row, kGemvRows otherwise.
@@ -377,10 +413,8 @@ bool CudaOps::gemv_chunks(const C& c, cuda::GemvArgs a, int groups) {
   a.splits = cuda::gemv_splits(a.n_out * groups, a.k_in / C::kVec);
   // The kernel is chosen by the shape and the row count; both compute a row alike (R-I3).
   const int64_t chunks = a.n_out * groups * (a.k_in / C::kVec);
-  if (a.rows == 1 && chunks >= cuda::kPersistWideChunks)
-    cuda::launch_gemv_persist<C, cuda::kPersistWideOutputs>(c, a, groups, stream_);
-  else if (a.rows == 1 && chunks >= cuda::kPersistMinChunks)
-    cuda::launch_gemv_persist(c, a, groups, stream_);
+  if (chunks >= cuda::kPersistMinChunks)
+    cuda::launch_gemv_persist_rows(c, a, groups, chunks, stream_);
   else
     cuda::launch_gemv_chunks(c, a, groups, stream_);
   return true;
