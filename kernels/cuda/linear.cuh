@@ -130,6 +130,31 @@ struct F32Chunks {
 
 // ---- fast path ----
 
+// The end of an output set: each (row, output) sum of the lanes by the fixed butterfly, then
+// split 0 adds the splits' sums in ascending order and stores y. Every warp of the block
+// calls it (it holds a __syncthreads).
+template <int R, int NO>
+__device__ inline void combine_set(const float (&acc)[R][NO], float (&part)[kGemvWarps][R][NO], int warp,
+                                   int lane, int split, int splits, int r0, int nr, int64_t n0, int64_t g,
+                                   const GemvArgs& a) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int o = 0; o < NO; ++o) {
+      const float v = warp_sum(acc[r][o]);
+      if (lane == 0) part[warp][r][o] = v;
+    }
+  __syncthreads();
+  if (split == 0 && lane < R * NO) {
+    const int r = lane / NO, o = lane % NO;
+    if (r < nr && n0 + o < a.n_out) {
+      float s = part[warp][r][o];
+      for (int j = 1; j < splits; ++j) s += part[warp + j][r][o];
+      a.y[(r0 + r) * a.y_stride + g * a.y_group + n0 + o] = s;
+    }
+  }
+}
+
 // x[0 .. kVec) by 128-bit loads (16-byte aligned), bf16-rounded when act_bf16 (L-bf16).
 template <int kVec>
 __device__ inline void load_x(const float* x, bool act_bf16, float (&xs)[kVec]) {
@@ -206,22 +231,7 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_chunk_kernel(C w
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int o = 0; o < NO; ++o) {
-      const float v = warp_sum(acc[r][o]);
-      if (lane == 0) part[warp][r][o] = v;
-    }
-  __syncthreads();
-  if (split == 0 && lane < R * NO) {
-    const int r = lane / NO, o = lane % NO;
-    if (r < nr && n0 + o < a.n_out) {
-      float s = part[warp][r][o];
-      for (int j = 1; j < splits; ++j) s += part[warp + j][r][o];
-      a.y[(r0 + r) * a.y_stride + g * a.y_group + n0 + o] = s;
-    }
-  }
+  combine_set<R, NO>(acc, part, warp, lane, split, splits, r0, nr, n0, g, a);
 }
 
 // Persistent, up to R rows (issue 12: the chunk kernel loads only between its decode,
@@ -299,22 +309,7 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_persist_kernel(C
         }
       }
     }
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int o = 0; o < NO; ++o) {
-        const float v = warp_sum(acc[r][o]);
-        if (lane == 0) part[warp][r][o] = v;
-      }
-    __syncthreads();
-    if (split == 0 && lane < R * NO) {
-      const int r = lane / NO, o = lane % NO;
-      if (r < nr && n0 + o < a.n_out) {
-        float s = part[warp][r][o];
-        for (int j = 1; j < splits; ++j) s += part[warp + j][r][o];
-        a.y[(r0 + r) * a.y_stride + g * a.y_group + n0 + o] = s;
-      }
-    }
+    combine_set<R, NO>(acc, part, warp, lane, split, splits, r0, nr, n0, g, a);
     __syncthreads();  // part is read before the next set writes it
   }
 }
