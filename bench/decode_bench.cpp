@@ -6,7 +6,9 @@
 // A context of P positions is reached by filling every cache with generated content
 // (Stage::fill_for_benchmark), not by a prefill. A step is what rank 0 waits for: the
 // layers, the head and the argmax back on the host; ms per step is the median of
-// --steps timed steps after --warmup.
+// --steps timed steps after --warmup. A plain step runs as one captured CUDA graph per
+// stage (Ops::run_step, issue 12) unless --no-cuda-graphs; the op profile runs its steps
+// op by op (every op synchronized, no graph). The path measured is printed and recorded.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -101,6 +103,7 @@ int run(int argc, char** argv) {
       ("profile-context", "also an op-by-op profile of plain steps at this position (kernels/timed_ops.h; "
                           "synchronizes around every op, so it is a separate pass); 0: none",
        cxxopts::value<int64_t>()->default_value("4096"))
+      ("no-cuda-graphs", "run every plain step op by op instead of as a captured CUDA graph (to compare)")
       ("json", "write the rows to FILE (bench/README.md schema)", cxxopts::value<std::string>())
       ("label", "free text recorded in the JSON (commit, machine)", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help");
@@ -127,7 +130,8 @@ int run(int argc, char** argv) {
   so.share_layers_by_kind = args["share-layers"].as<bool>();
   const std::string backend = args["backend"].as<std::string>();
   if (backend != "cuda" && backend != "cpu") throw Error(cat("--backend: '", backend, "' (cuda or cpu)"));
-  std::unique_ptr<Ops> ops = backend == "cuda" ? make_cuda_ops(0) : make_cpu_ops();
+  const bool graphs = backend == "cuda" && !args.count("no-cuda-graphs");
+  std::unique_ptr<Ops> ops = backend == "cuda" ? make_cuda_ops(0, graphs) : make_cpu_ops();
   Checkpoint ckpt(cfg, so);
   ckpt.attach_weight_memory(ops->make_weight_memory());
   const bool verify = cfg.dspark.present;
@@ -188,10 +192,10 @@ int run(int argc, char** argv) {
   FBuf taps = ops->alloc(verify ? rows_cap * cfg.dspark.target_layer_ids.size() * cfg.hidden_size : 1);
   std::vector<int32_t> next(static_cast<size_t>(rows_cap), 17);
   auto valid = [&](int32_t t) { return t >= 0 && t < V ? t : 17; };
-  // One plain step as rank 0 waits for it: the layers, the head, the argmax on the host.
+  // One plain step as rank 0 waits for it: the layers and the head (one graph), the
+  // argmax on the host.
   auto plain_step = [&](Stage& stage, Ops& o) {
-    stage.decode(valid(next[0]), h.data(), nullptr);
-    stage.head_logits(h.data(), 1, logits.data());
+    stage.decode(valid(next[0]), h.data(), nullptr, logits.data());
     o.argmax(logits.data(), 1, V, next.data());
   };
 
@@ -209,6 +213,14 @@ int run(int argc, char** argv) {
     plain_ms[p] = rows.back().ms;
     std::fprintf(stderr, "plain @ %lld: %.3f ms\n", static_cast<long long>(p), rows.back().ms);
   }
+  // Which path the plain rows measured (a context's fill may move memory: its warm-up
+  // steps then re-capture the graph before the timed ones replay it).
+  const StepGraphCounts path = ops->step_graph_counts();
+  const std::string plain_path =
+      path.replays > 0 ? "cuda graph (captured once per stage, replayed)" : "op by op (no graph)";
+  std::printf("plain steps: %s; %lld replayed, %lld captured, %lld run op by op\n", plain_path.c_str(),
+              static_cast<long long>(path.replays), static_cast<long long>(path.captures),
+              static_cast<long long>(path.plain));
   if (verify) {
     if (!plain_ms.count(verify_ctx)) {
       plain.fill_for_benchmark(verify_ctx, 0xC0FFEEu + verify_ctx);
@@ -263,7 +275,8 @@ int run(int argc, char** argv) {
       plain_step(profiled, timed);
       if (i >= warmup) timed.count_step();
     }
-    std::printf("op profile of plain steps at context %lld (every op synchronized):\n%s\n",
+    std::printf("op profile of plain steps at context %lld (every op synchronized, op by op: no "
+                "CUDA graph):\n%s\n",
                 static_cast<long long>(profile_ctx), timed.table().c_str());
   }
 
@@ -273,6 +286,8 @@ int run(int argc, char** argv) {
   out["tool"] = "dsv4-bench-decode";
   out["label"] = args["label"].as<std::string>();
   out["backend"] = backend;
+  out["plain_path"] = path.replays > 0 ? "cuda_graph" : "ops";
+  out["plain_steps_replayed"] = path.replays;
   out["model"] = cfg.source;
   out["experts"] = args["experts"].as<std::string>();
   out["shared_layers"] = so.share_layers_by_kind;

@@ -1,6 +1,7 @@
 // An Ops decorator that forwards every call to an inner backend. Debugging tools derive
 // from it and override only the ops they observe (tests/gpu/tracing_ops.h records every
 // op's output; the SwiGLU clamp probe re-runs moe), so the op list lives in one place.
+// A decorated backend captures no step graph (run_step runs the body op by op).
 #pragma once
 #include "kernels/ops.h"
 
@@ -126,6 +127,11 @@ class ForwardingOps : public Ops {
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override {
     in_.argmax(l, rows, n, out);
   }
+  // A decorator observes (or synchronizes around) every op, so it runs the step's ops
+  // itself: nothing is captured beneath it, and the inner backend's counts stay as they
+  // are (kernels/ops.h run_step).
+  void run_step(const StepKey&, const std::function<void()>& body) override { body(); }
+  StepGraphCounts step_graph_counts() const override { return in_.step_graph_counts(); }
 
  private:
   Ops& in_;

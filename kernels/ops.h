@@ -17,6 +17,7 @@
 // poisons the rows with NaN on CUDA (no host round trip to check it; the stage checks its
 // inputs before writing the StepState, and NaN logits are refused by name downstream).
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -65,6 +66,24 @@ class DeviceBuffer {
 };
 using FBuf = DeviceBuffer<float>;
 using IBuf = DeviceBuffer<int32_t>;
+
+// A step whose op calls repeat exactly, for Ops::run_step (issue 12: one CUDA graph per
+// (stage, row count)). owner and rows name the step (one graph each); buffers are the
+// boundary memory it was issued with (h, taps, logits; null where absent): a step issued
+// with other buffers is issued afresh.
+struct StepKey {
+  const void* owner = nullptr;
+  int rows = 0;
+  std::array<const void*, 3> buffers{};
+  bool operator==(const StepKey&) const = default;
+};
+
+// How a backend ran the steps of Ops::run_step so far.
+struct StepGraphCounts {
+  int64_t plain = 0;     // bodies run op by op (no graphs, a warm-up, or a fresh key)
+  int64_t captures = 0;  // bodies captured as a graph (then launched)
+  int64_t replays = 0;   // graphs launched again without running the body
+};
 
 class Ops {
  public:
@@ -217,11 +236,27 @@ class Ops {
   // ---- head ----
   // out (host [rows]) = argmax per row, ties to the lowest index; -1 if the row has a NaN.
   virtual void argmax(const float* logits, int rows, int64_t n, int32_t* out) = 0;
+
+  // ---- captured steps (issue 12) ----
+  // Runs body(), the op calls of one step, whose calls and arguments the caller promises
+  // are the same for equal keys and read every per-step value from backend memory (the
+  // StepState, uploaded BEFORE run_step). The CPU backend and every decorator
+  // (kernels/forwarding_ops.h) run the body. CUDA with step graphs on (make_cuda_ops):
+  // a key's first run at a memory generation is plain (the warm-up: scratch grows,
+  // weights become resident), the next one is captured as a graph and launched, later
+  // ones launch the graph without running the body, until memory is allocated or freed
+  // (the generation moves: a graph holds raw pointers) or the key's buffers change. In
+  // the captured body no op may touch host memory (upload, download, synchronize,
+  // argmax) or allocate: CUDA refuses such an op by name.
+  virtual void run_step(const StepKey& key, const std::function<void()>& body) = 0;
+  virtual StepGraphCounts step_graph_counts() const = 0;
 };
 
 std::unique_ptr<Ops> make_cpu_ops();
 // Throws Error("backend: cuda ...") when the build has no CUDA or no device is usable.
-std::unique_ptr<Ops> make_cuda_ops(int device);
+// step_graphs: run_step captures and replays CUDA graphs (false: every step op by op, for
+// debugging; run config cuda_graphs).
+std::unique_ptr<Ops> make_cuda_ops(int device, bool step_graphs = true);
 bool cuda_backend_built();
 // CUDA devices this process sees (0 without the CUDA backend, a driver or a device).
 int cuda_devices_visible();

@@ -77,7 +77,7 @@ struct RankRuntime {
 };
 
 std::unique_ptr<Ops> make_ops(const RunConfig& c, int device) {
-  return c.backend == Backend::cuda ? make_cuda_ops(device) : make_cpu_ops();
+  return c.backend == Backend::cuda ? make_cuda_ops(device, c.cuda_graphs) : make_cpu_ops();
 }
 
 // The largest boundary payload of the run in floats: h [T, hc, H] or taps [T, n_targets, H]
@@ -383,7 +383,7 @@ void generate_on_rank0(const RunConfig& cfg, const CliOptions& cli, RankRuntime&
 // The --profile-ops table, one log line per row.
 void log_op_profile(const TimedOps& profiler, int rank, spdlog::logger& log) {
   log.info("rank {} op profile over {} step(s) (decode steps and verify rounds; prefill "
-           "excluded; each op synchronized):", rank, profiler.steps());
+           "excluded; each op synchronized, so no CUDA graph is captured):", rank, profiler.steps());
   const std::string table = profiler.table();
   size_t begin = 0;
   while (begin < table.size()) {

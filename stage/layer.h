@@ -39,9 +39,11 @@ class Layer {
   void prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, float* taps);
   // Plain decode (MODEL.md §6.2) of h [1, hc, H] at the position and token of ws.step
   // (ctx.device_step): the ring slot, index row, compressor blocks and hash route are
-  // computed on the backend, so the op calls are the same at every position. pos is the
-  // host copy of the StepState position, for the compressors' block counts and checks.
-  void decode(LayerContext& ctx, int64_t pos, float* h, float* taps);
+  // computed on the backend, so the op calls are the same at every position. Ops only
+  // (the body of a captured step, Ops::run_step): count_decoded keeps the host side.
+  void decode(LayerContext& ctx, float* h, float* taps);
+  // After every plain decode step at position pos: the compressors' host block counts.
+  void count_decoded(int64_t pos);
   // A verify round: h [rows, hc, H] at positions pos0..pos0+rows-1 (ids host [rows])
   // against transient rows, checkpointing the compressors (SPECDECODE §3.4, §4.2, §4.3).
   void verify(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, float* h,

@@ -48,9 +48,12 @@ class CompressorState {
   // §6.4 for the plain decode row at the StepState position pos (backend) from rows_kv /
   // rows_score [1, Lc]: the row to its pending slot (Ops::copy_to_slot), then the block
   // completed there, if any (Ops::compress_at); the same op calls at every position.
-  // p = the host copy of *pos, for the block count only.
-  void advance_at(Ops& ops, const int32_t* pos, int64_t p, const RopeTable& rope,
-                  double norm_eps, const Numerics& num);
+  // Ops only: a replayed step graph does not run it, so the host block count follows in
+  // count_decoded.
+  void advance_at(Ops& ops, const int32_t* pos, const RopeTable& rope, double norm_eps,
+                  const Numerics& num);
+  // The host side of advance_at at position p (the block count), after every step.
+  void count_decoded(int64_t p);
   // A prefill chunk (Layer::extend): the live state `rows` decode steps at pos0.. would
   // leave, from the chunk's raw projections kv / score [rows, Lc] (stage workspace), with
   // its blocks pooled in two compress_blocks calls instead of one per block (§6.6).

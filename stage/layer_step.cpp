@@ -8,8 +8,8 @@ namespace dsv4 {
 
 // Issue 12 (a CUDA graph per decode step): every position-dependent value is computed on
 // the backend from ws.step, so this issues the same op calls with the same arguments at
-// every position; pos only keeps the host block counts.
-void Layer::decode(LayerContext& ctx, int64_t pos, float* h, float* taps) {
+// every position, and it changes no host state (a replayed graph does not run it).
+void Layer::decode(LayerContext& ctx, float* h, float* taps) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
@@ -30,18 +30,23 @@ void Layer::decode(LayerContext& ctx, int64_t pos, float* h, float* taps) {
     CompressorState& ic = *cache_.index;
     indexer_query(ctx, 1);
     ic.project(ops, ws.x.data(), 1, ic.rows_kv(), ic.rows_score());
-    ic.advance_at(ops, p, pos, *rope_, c.rms_norm_eps, ctx.num);
+    ic.advance_at(ops, p, *rope_, c.rms_norm_eps, ctx.num);
     indexer_select(ctx, m, 1, cache_.ikvc.data(), cache_.window);
   }
   if (cache_.attn) {  // step 6: before the attention, so a block completed here is seen
     CompressorState& ac = *cache_.attn;
     ac.project(ops, ws.x.data(), 1, ac.rows_kv(), ac.rows_score());
-    ac.advance_at(ops, p, pos, *rope_, c.rms_norm_eps, ctx.num);
+    ac.advance_at(ops, p, *rope_, c.rms_norm_eps, ctx.num);
   }
 
   attention_back(ctx, cache_.kvc.data(), m, h, 1);
   ffn(ctx, ws.step_token(), 1, h);
   write_taps(ctx, h, 1, taps);
+}
+
+void Layer::count_decoded(int64_t pos) {
+  if (cache_.index) cache_.index->count_decoded(pos);
+  if (cache_.attn) cache_.attn->count_decoded(pos);
 }
 
 void Layer::verify(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, float* h,

@@ -37,7 +37,7 @@ int64_t boundary_tap_rows(const OpHeader& header, const ModelConfig& config) {
 
 HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
                              const OpHeader& header, float* h, float* taps, bool keep_logits,
-                             Drafter* drafter) {
+                             Drafter* drafter, float* step_logits) {
   const StageSpec& spec = stage.spec();
   const int64_t t_rows = header.rows();  // T
   if (moves_rows(header.kind)) {
@@ -54,7 +54,8 @@ HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
       break;
     case OpKind::decode:
       DSV4_CHECK(t_rows == 1, "decode of ", t_rows, " rows");
-      stage.decode(header.ids[0], h, taps);
+      DSV4_CHECK(!spec.last() || step_logits, "decode on the head stage without step logits");
+      stage.decode(header.ids[0], h, taps, spec.last() ? step_logits : nullptr);
       break;
     case OpKind::verify: stage.verify(header.ids, h, taps); break;
     case OpKind::commit:
@@ -85,12 +86,17 @@ HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
   const int64_t first_row = t_rows - rows;
   const int64_t vocab = config.vocab_size;  // V
   const size_t row_floats = static_cast<size_t>(config.hc_mult) * config.hidden_size;
-  FBuf logits = ops.alloc(static_cast<size_t>(rows * vocab));  // [rows, V]
-  stage.head_logits(h + static_cast<size_t>(first_row) * row_floats, static_cast<int>(rows),
-                    logits.data());
+  FBuf own_logits;  // [rows, V]; a decode scored its row within the step
+  float* logits = step_logits;
+  if (header.kind != OpKind::decode) {
+    own_logits = ops.alloc(static_cast<size_t>(rows * vocab));
+    logits = own_logits.data();
+    stage.head_logits(h + static_cast<size_t>(first_row) * row_floats, static_cast<int>(rows),
+                      logits);
+  }
   HeadOutput out;
   out.argmax.resize(static_cast<size_t>(rows));
-  ops.argmax(logits.data(), static_cast<int>(rows), vocab, out.argmax.data());
+  ops.argmax(logits, static_cast<int>(rows), vocab, out.argmax.data());
   for (int64_t r = 0; r < rows; ++r)
     if (out.argmax[static_cast<size_t>(r)] < 0)
       throw Error(cat("rank ", spec.rank, ": NaN in the logits of position ",
@@ -98,7 +104,7 @@ HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
                       "; SPECDECODE.md S9)"));
   if (keep_logits) {
     out.logits.resize(static_cast<size_t>(rows * vocab));
-    ops.download(out.logits.data(), logits.data(), out.logits.size());
+    ops.download(out.logits.data(), logits, out.logits.size());
   }
   return out;
 }
@@ -109,6 +115,9 @@ Pipeline::Pipeline(Stage& stage, Ops& ops, const ModelConfig& config, ControlPla
       hooks_(std::move(hooks)), drafter_(drafter) {
   const bool single = stage.spec().n_ranks == 1;
   DSV4_CHECK(single || (control_ && data_), "a multi-rank pipeline needs both planes");
+  step_h_ = ops_.alloc(hidden_floats(1));
+  if (stage.spec().drafter) step_taps_ = ops_.alloc(tap_floats(1));
+  if (stage.spec().last()) step_logits_ = ops_.alloc(static_cast<size_t>(config_.vocab_size));
 }
 
 size_t Pipeline::hidden_floats(int64_t rows) const {
@@ -151,16 +160,17 @@ OpResult Pipeline::execute(const OpHeader& header) {
   const bool rows = moves_rows(header.kind);
   const bool answered = answers(header);  // the head returns a result
 
-  FBuf h, taps;
+  FBuf h, taps;  // per operation, but a plain decode's (step_h_, step_taps_)
   BoundaryPayload payload;
   if (rows) {
-    h = ops_.alloc(hidden_floats(header.rows()));
-    payload.h = h.data();
-    payload.h_floats = h.size();
+    const bool step = header.kind == OpKind::decode;
+    if (!step) h = ops_.alloc(hidden_floats(header.rows()));
+    payload.h = step ? step_h_.data() : h.data();
+    payload.h_floats = step ? step_h_.size() : h.size();
     if (spec.drafter) {
-      taps = ops_.alloc(tap_floats(boundary_tap_rows(header, config_)));
-      payload.taps = taps.data();
-      payload.tap_floats = taps.size();
+      if (!step) taps = ops_.alloc(tap_floats(boundary_tap_rows(header, config_)));
+      payload.taps = step ? step_taps_.data() : taps.data();
+      payload.tap_floats = step ? step_taps_.size() : taps.size();
     }
     if (!spec.first()) data_->recv(spec.rank - 1, payload);
   }
@@ -169,7 +179,8 @@ OpResult Pipeline::execute(const OpHeader& header) {
   const bool keep_logits = header.want_logits || static_cast<bool>(hooks_.boundary);
   float* op_taps = header.kind == OpKind::commit ? round_taps_.data() : payload.taps;
   HeadOutput head = compute_operation(stage_, ops_, config_, header, payload.h, op_taps,
-                                      keep_logits, spec.last() ? drafter_ : nullptr);
+                                      keep_logits, spec.last() ? drafter_ : nullptr,
+                                      step_logits_.data());
   if (rows && spec.last() && hooks_.head_rows) hooks_.head_rows(header, payload);
 
   OpResult result;

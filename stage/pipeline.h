@@ -52,14 +52,15 @@ struct HeadOutput {
 // With a drafter (head stage, SPECDECODE.md §5): prefill primes its rings from the
 // prefill taps, propose asks it for a proposal (ids[0] = head token, pos = m0), commit
 // writes the ring rows of the committed positions from `taps` (the round's verify taps),
-// reset resets it.
+// reset resets it. A decode on the head stage scores its row inside the step into
+// step_logits (backend [1, V], the same buffer every step: Stage::decode).
 // Tap rows [rows, n_targets, H] an operation carries across a boundary with the drafter
 // on (S14: a prefill only its last min(W, p0) rows; 0 for operations without rows).
 int64_t boundary_tap_rows(const OpHeader& header, const ModelConfig& config);
 
 HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
                              const OpHeader& header, float* h, float* taps, bool keep_logits,
-                             Drafter* drafter = nullptr);
+                             Drafter* drafter = nullptr, float* step_logits = nullptr);
 
 class Pipeline {
  public:
@@ -89,6 +90,9 @@ class Pipeline {
   PipelineHooks hooks_;
   Drafter* drafter_;
   FBuf round_taps_;   // head rank: the open round's verify taps, read by its commit
+  // Plain decode's boundary buffers h [1, hc, H], taps [1, n_targets, H] and (head rank)
+  // logits [1, V], allocated once: its captured step graph replays their addresses.
+  FBuf step_h_, step_taps_, step_logits_;
   int op_index_ = 0;
 };
 

@@ -109,16 +109,23 @@ void Stage::Impl::check_no_round(const char* what) const {
                     " (commit it first, SPECDECODE R-S9)"));
 }
 
-// Issue 12: the step's one input is the StepState upload (position, token); every op
-// after it reads them from backend memory, so its calls are the same at every position.
-void Stage::Impl::run_decode(int32_t token, float* h, float* taps) {
+// Issue 12: the step's one input is the StepState upload (position, token), made before
+// the step on the same stream; every op of the step reads them from backend memory, so
+// its calls are the same at every position and run as one captured graph (Ops::run_step,
+// key: this stage, one row, its boundary buffers). The host side follows the step.
+void Stage::Impl::run_decode(int32_t token, float* h, float* taps, float* logits) {
   ws->step_host[kStepPos] = static_cast<int32_t>(pos);
   ws->step_host[kStepToken] = token;
   ops.upload_i32(ws->step.data(), ws->step_host.data(), kStepFields);
-  if (spec.first()) ops.embed_dev(embed_table, ws->step_token(), 1, cfg.hc_mult, h);
-  LayerContext ctx = context();
-  ctx.device_step = true;
-  for (auto& layer : layers) layer->decode(ctx, pos, h, taps);
+  const StepKey key{this, 1, {h, taps, logits}};
+  ops.run_step(key, [&] {
+    if (spec.first()) ops.embed_dev(embed_table, ws->step_token(), 1, cfg.hc_mult, h);
+    LayerContext ctx = context();
+    ctx.device_step = true;
+    for (auto& layer : layers) layer->decode(ctx, h, taps);
+    if (logits) trunk_head_logits(ops, cfg, head, head_matrix, h, 1, ws->y.data(), logits);
+  });
+  for (auto& layer : layers) layer->count_decoded(pos);
 }
 
 Stage::Stage(Checkpoint& ckpt, Ops& ops, const StageSpec& spec)
@@ -183,14 +190,16 @@ void Stage::extend(const std::vector<int32_t>& ids, float* h, float* taps) {
 
 int64_t Stage::chunk_rows() const { return impl_->chunk_rows; }
 
-void Stage::decode(int32_t token, float* h, float* taps) {
+void Stage::decode(int32_t token, float* h, float* taps, float* logits) {
   Impl& m = *impl_;
+  if (logits && !spec_.last())
+    throw Error(cat("decode: logits asked of rank ", spec_.rank, ", which is not the last stage"));
   m.check_no_round("decode");
   if (m.pos == 0) throw Error("decode: no prefill has run (position 0)");
   if (m.pos >= spec_.max_seq)
     throw Error(cat("decode: position ", m.pos, " is past max_seq ", spec_.max_seq));
   m.check_tokens({token}, "decode");
-  m.run_decode(token, h, taps);
+  m.run_decode(token, h, taps, logits);
   ++m.pos;
 }
 

@@ -67,8 +67,11 @@ class Stage {
   void extend(const std::vector<int32_t>& ids, float* h, float* taps);
   // The most rows of one prefill / extend operation.
   int64_t chunk_rows() const;
-  // One row at position pos() with token `token`.
-  void decode(int32_t token, float* h, float* taps);
+  // One row at position pos() with token `token`; on the last stage, logits (backend
+  // [1, V], optional) also takes the head's logits of the row. The step runs as one
+  // Ops::run_step (a CUDA graph per stage, issue 12): h, taps and logits should be the
+  // same buffers every step, or the step is issued afresh.
+  void decode(int32_t token, float* h, float* taps, float* logits = nullptr);
   // T rows at positions pos()..pos()+T-1 against provisional state (SPECDECODE §3).
   void verify(const std::vector<int32_t>& ids, float* h, float* taps);
   // Keeps the first n rows of the open round, rolls back the rest (SPECDECODE §4).

@@ -35,7 +35,7 @@ struct Stage::Impl {
   void check_tokens(const std::vector<int32_t>& ids, const char* what) const;
   void check_no_round(const char* what) const;
   // One plain decode row at pos (Stage::decode after its checks).
-  void run_decode(int32_t token, float* h, float* taps);
+  void run_decode(int32_t token, float* h, float* taps, float* logits);
 };
 
 }  // namespace dsv4

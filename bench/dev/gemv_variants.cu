@@ -30,6 +30,14 @@ struct Shape {
   int64_t out, in;
 };
 
+// The multiprocessors of the current device (gemv_splits fills the machine).
+int device_sms() {
+  int device = 0, sms = 0;
+  DSV4_CUDA_CHECK(cudaGetDevice(&device));
+  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
 template <class Launch>
 float time_launches(Launch launch, int reps, cudaStream_t s) {
   launch();  // warm-up
@@ -49,13 +57,13 @@ float time_launches(Launch launch, int reps, cudaStream_t s) {
 
 template <int NO, int U, int B = 1>
 float run(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) {
-  a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec);
+  a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec, device_sms());
   return time_launches([&] { cuda::launch_gemv_chunks<cuda::Fp8Chunks, NO, U, B>(c, a, 1, s); }, reps, s);
 }
 
 template <int R, int NO, int U, int B>
 float run_persist(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) {
-  a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec);
+  a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec, device_sms());
   return time_launches([&] { cuda::launch_gemv_persist<cuda::Fp8Chunks, R, NO, U, B>(c, a, 1, s); }, reps, s);
 }
 
@@ -109,7 +117,7 @@ int run_all(int argc, char** argv) {
         const bool same = std::memcmp(ref.data(), got.data(), n * 4) == 0;
         std::printf("%-10s [%6lld, %5lld] rows %d %-8s splits %d %8.2f us %6.2f TB/s %s\n", sh.name,
                     static_cast<long long>(sh.out), static_cast<long long>(sh.in), rows, v,
-                    cuda::gemv_splits(sh.out, sh.in / 16), us, mb / us, same ? "bitwise-equal" : "DIFFERS");
+                    cuda::gemv_splits(sh.out, sh.in / 16, device_sms()), us, mb / us, same ? "bitwise-equal" : "DIFFERS");
       };
       report("NO2 U2", run<2, 2>(c, a, reps, s));
       if (rows == 1) {

@@ -171,6 +171,13 @@ class CpuOps final : public Ops {
     cpu_argmax(logits, rows, n, out);
   }
 
+  // Nothing to capture on the host: every step runs its ops.
+  void run_step(const StepKey&, const std::function<void()>& body) override {
+    body();
+    ++steps_.plain;
+  }
+  StepGraphCounts step_graph_counts() const override { return steps_; }
+
  private:
   template <class T>
   static void copy_n(T* dst, const T* src, size_t n) {
@@ -178,6 +185,7 @@ class CpuOps final : public Ops {
   }
 
   CpuWeightCache cache_;
+  StepGraphCounts steps_;
 };
 
 }  // namespace

@@ -217,8 +217,7 @@ void CudaOps::sink_attention(const float* q, int rows, int heads, int dim, const
   float* part = scratch_f32(Slot::f32_a, static_cast<size_t>(chunk * per_row));
   float* ml = scratch_f32(Slot::f32_b, static_cast<size_t>(chunk) * heads * splits * 2);
   const size_t smem = static_cast<size_t>((kSplit + kGroup) * dim + kSplit * kGroup) * sizeof(float);
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(sink_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
+  allow_smem(reinterpret_cast<const void*>(sink_split_kernel), smem);
   const bool vec = dim % 4 == 0 && cuda::aligned16(q) && cuda::aligned16(kv);
   const int slices = (dim + kCombineThreads - 1) / kCombineThreads;
   // Rows in chunks bound the partials; each row's arithmetic is the same in any chunk.

@@ -49,8 +49,9 @@ __global__ void embed_kernel(cuda::DenseW table, const int32_t* ids, int s, int 
 
 }  // namespace
 
-CudaOps::CudaOps(int device) : device_(device) {
+CudaOps::CudaOps(int device, bool step_graphs) : device_(device), step_graphs_on_(step_graphs) {
   activate();
+  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&split_stream_, cudaStreamNonBlocking));
   DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&split_fork_, cudaEventDisableTiming));
@@ -63,6 +64,7 @@ CudaOps::~CudaOps() {
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
   if (split_stream_) cudaStreamSynchronize(split_stream_);
+  graphs_ = StepGraphs<GraphExec>{};  // the graphs go before the memory they point to
   for (auto& [key, r] : weights_) cudaFree(r.ptr);
   for (auto& [key, r] : ropes_) cudaFree(r.ptr);
   for (auto& [key, e] : experts_) cudaFree(e.table.ptr);
@@ -88,26 +90,33 @@ void CudaOps::join_split() {
 // stream, which a non-blocking stream does not wait for, so a kernel on stream_ could
 // write the buffer before the zeroing landed on it (issue 10's nondeterminism).
 
-FBuf CudaOps::alloc(size_t n) {
+// Every allocation and free moves the step-graph generation (kernels/step_graphs.h).
+void* CudaOps::alloc_zeroed(size_t bytes) {
+  refuse_in_capture("alloc", bytes);
   activate();
   void* p = nullptr;
-  if (n > 0) {
-    DSV4_CUDA_CHECK(cudaMalloc(&p, n * sizeof(float)));
-    DSV4_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), stream_));
+  if (bytes > 0) {
+    DSV4_CUDA_CHECK(cudaMalloc(&p, bytes));
+    DSV4_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
+    memory_moved();
   }
-  const int dev = device_;
-  return FBuf(static_cast<float*>(p), n, [dev](void* q) { cudaSetDevice(dev); cudaFree(q); });
+  return p;
+}
+
+std::function<void(void*)> CudaOps::releaser() const {
+  return [dev = device_, generation = generation_](void* q) {
+    cudaSetDevice(dev);
+    cudaFree(q);
+    ++*generation;
+  };
+}
+
+FBuf CudaOps::alloc(size_t n) {
+  return FBuf(static_cast<float*>(alloc_zeroed(n * sizeof(float))), n, releaser());
 }
 
 IBuf CudaOps::alloc_i32(size_t n) {
-  activate();
-  void* p = nullptr;
-  if (n > 0) {
-    DSV4_CUDA_CHECK(cudaMalloc(&p, n * sizeof(int32_t)));
-    DSV4_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(int32_t), stream_));
-  }
-  const int dev = device_;
-  return IBuf(static_cast<int32_t*>(p), n, [dev](void* q) { cudaSetDevice(dev); cudaFree(q); });
+  return IBuf(static_cast<int32_t*>(alloc_zeroed(n * sizeof(int32_t))), n, releaser());
 }
 
 void CudaOps::fill(float* dst, float value, size_t n) {
@@ -133,6 +142,7 @@ void CudaOps::copy(float* dst, const float* src, size_t n) {
 
 void CudaOps::upload_bytes(void* dst, const void* host, size_t bytes) {
   if (bytes == 0) return;
+  refuse_in_capture("upload", bytes);  // a replay would copy the ring slot's later bytes
   activate();
   if (bytes > kUploadRing) {  // larger than the ring (load-time tables): a staged pageable copy
     DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
@@ -152,6 +162,7 @@ void CudaOps::upload(float* dst, const float* host, size_t n) { upload_bytes(dst
 
 void CudaOps::download(float* host, const float* src, size_t n) {
   if (n == 0) return;
+  refuse_in_capture("download", n * sizeof(float));
   activate();
   join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
@@ -164,6 +175,7 @@ void CudaOps::upload_i32(int32_t* dst, const int32_t* host, size_t n) {
 
 void CudaOps::download_i32(int32_t* host, const int32_t* src, size_t n) {
   if (n == 0) return;
+  refuse_in_capture("download_i32", n * sizeof(int32_t));
   activate();
   join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
@@ -171,6 +183,7 @@ void CudaOps::download_i32(int32_t* host, const int32_t* src, size_t n) {
 }
 
 void CudaOps::synchronize() {
+  refuse_in_capture("synchronize", 0);
   activate();
   join_split();
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -179,6 +192,7 @@ void CudaOps::synchronize() {
 void* CudaOps::scratch(Slot slot, size_t bytes) {
   Scratch& s = scratch_[static_cast<int>(slot)];
   if (bytes > s.bytes) {
+    refuse_in_capture("scratch growth", bytes);  // the warm-up step grows every slot
     activate();
     if (s.ptr) {
       DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));  // earlier kernels may still read it
@@ -187,6 +201,7 @@ void* CudaOps::scratch(Slot slot, size_t bytes) {
     }
     DSV4_CUDA_CHECK(cudaMalloc(&s.ptr, bytes));
     s.bytes = bytes;
+    memory_moved();
   }
   return s.ptr;
 }
@@ -220,6 +235,7 @@ const uint8_t* CudaOps::resident(const TensorView& t) {
 // DMA lands, and the legacy stream it uses does not order the non-blocking stream_ that
 // reads the copy next. Waiting also lets the caller unmap or free `host` at once.
 void* CudaOps::device_copy(const void* host, size_t bytes) {
+  refuse_in_capture("first use of a weight or table (its upload)", bytes);
   activate();
   void* p = nullptr;
   DSV4_CUDA_CHECK(cudaMalloc(&p, bytes > 0 ? bytes : 1));
@@ -332,7 +348,7 @@ int cuda_devices_visible() {
   return count;
 }
 
-std::unique_ptr<Ops> make_cuda_ops(int device) {
+std::unique_ptr<Ops> make_cuda_ops(int device, bool step_graphs) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
@@ -344,7 +360,7 @@ std::unique_ptr<Ops> make_cuda_ops(int device) {
   if (device < 0 || device >= count)
     throw Error(cat("backend: cuda device ", device, " requested but only ", count,
                     " device(s) are visible"));
-  return std::make_unique<CudaOps>(device);
+  return std::make_unique<CudaOps>(device, step_graphs);
 }
 
 }  // namespace dsv4

@@ -9,10 +9,12 @@
 #include <cuda_runtime.h>
 
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/ops.h"
+#include "kernels/step_graphs.h"
 
 namespace dsv4 {
 
@@ -20,9 +22,33 @@ namespace cuda {
 struct GemvArgs;
 }
 
+// Move-only owner of an instantiated CUDA graph (StepGraphs' Graph).
+class GraphExec {
+ public:
+  GraphExec() = default;
+  explicit GraphExec(cudaGraphExec_t e) : exec_(e) {}
+  GraphExec(GraphExec&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)) {}
+  GraphExec& operator=(GraphExec&& o) noexcept {
+    if (this != &o) {
+      if (exec_) cudaGraphExecDestroy(exec_);
+      exec_ = std::exchange(o.exec_, nullptr);
+    }
+    return *this;
+  }
+  GraphExec(const GraphExec&) = delete;
+  GraphExec& operator=(const GraphExec&) = delete;
+  ~GraphExec() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+  }
+  cudaGraphExec_t get() const { return exec_; }
+
+ private:
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(int device);
+  CudaOps(int device, bool step_graphs);
   ~CudaOps() override;
   const char* name() const override { return "cuda"; }
 
@@ -102,6 +128,9 @@ class CudaOps final : public Ops {
 
   void argmax(const float* logits, int rows, int64_t n, int32_t* out) override;
 
+  void run_step(const StepKey& key, const std::function<void()>& body) override;
+  StepGraphCounts step_graph_counts() const override { return graphs_.counts(); }
+
  private:
   // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
   // step_block: compress_at's block row and its rope position (issue 12). hc_part: hc_pre's
@@ -117,7 +146,20 @@ class CudaOps final : public Ops {
   // post / comb — and any host read — sees the split done. Events, not host waits: the
   // fork and join are captured into a CUDA graph as a parallel branch.
   void join_split();
+  // Refuses (Error naming `what`) an operation that a graph cannot replay (a host copy,
+  // a synchronization, an allocation) while a step is being captured.
+  void refuse_in_capture(const char* what, size_t bytes) const;
+  // Memory was allocated or freed: every step graph is stale (kernels/step_graphs.h).
+  void memory_moved() { ++*generation_; }
+  // Captures body on stream_ and instantiates it; a failure ends the capture, leaves the
+  // stream usable and throws an Error naming the step and the failed op.
+  GraphExec capture(const StepKey& key, const std::function<void()>& body);
+  // cudaFuncSetAttribute(kernel, MaxDynamicSharedMemorySize) once per larger size (not
+  // per call: a captured step issues no attribute calls after its warm-up).
+  void allow_smem(const void* kernel, size_t bytes);
   void* scratch(Slot slot, size_t bytes);
+  void* alloc_zeroed(size_t bytes);                // cudaMalloc, zeroed on stream_
+  std::function<void(void*)> releaser() const;    // a handed-out buffer's cudaFree
   float* scratch_f32(Slot slot, size_t n) { return static_cast<float*>(scratch(slot, n * 4)); }
   // Host int32 array -> device scratch (no cudaMalloc on the hot path once grown).
   const int32_t* stage_i32(Slot slot, const int32_t* host, size_t n);
@@ -161,10 +203,18 @@ class CudaOps final : public Ops {
                  int rows);
 
   int device_ = 0;
+  int sm_count_ = 0;  // multiprocessors of the device (the GEMV's split rule)
   cudaStream_t stream_ = nullptr;
   cudaStream_t split_stream_ = nullptr;
   cudaEvent_t split_fork_ = nullptr, split_done_ = nullptr;
   bool split_pending_ = false;
+  bool step_graphs_on_ = true;
+  bool capturing_ = false;
+  // Bumped by every allocation, free and scratch growth; shared with the release of every
+  // buffer handed out (a buffer may be freed after this object).
+  std::shared_ptr<uint64_t> generation_ = std::make_shared<uint64_t>(0);
+  StepGraphs<GraphExec> graphs_;
+  std::map<const void*, size_t> smem_allowed_;  // kernel -> dynamic shared bytes set
   using Key = std::pair<uint64_t, const void*>;  // (TensorView::storage, data)
   struct Resident { void* ptr; size_t nbytes; };
   std::map<Key, Resident> weights_;

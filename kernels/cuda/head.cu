@@ -54,6 +54,7 @@ __global__ void argmax_kernel(const float* logits, int rows, int64_t n, int32_t*
 
 void CudaOps::argmax(const float* logits, int rows, int64_t n, int32_t* out) {
   if (rows == 0) return;
+  refuse_in_capture("argmax (its result is host memory)", static_cast<size_t>(rows) * sizeof(int32_t));
   activate();
   auto* d_out = static_cast<int32_t*>(scratch(Slot::host_args, static_cast<size_t>(rows) * sizeof(int32_t)));
   const unsigned blocks = static_cast<unsigned>(rows > 65535 ? 65535 : rows);

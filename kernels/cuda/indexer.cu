@@ -280,8 +280,7 @@ void CudaOps::indexer_topk_dev(const float* q, const float* w, int rows, int hea
   if (n_max > 0) {
     const size_t smem = static_cast<size_t>((kTileKeys + kHeadChunk) * (dim + 4) + kHeadChunk * kTileKeys) *
                         sizeof(float);
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(indexer_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
+    allow_smem(reinterpret_cast<const void*>(indexer_score_kernel), smem);
     const bool vec = cuda::aligned16(q) && cuda::aligned16(keys);
     const dim3 grid(static_cast<unsigned>((n_max + kTileKeys - 1) / kTileKeys), cuda::grid_rows(rows));
     indexer_score_kernel<<<grid, kScoreThreads, smem, stream_>>>(q, w, rows, heads, dim, wscale, keys,

@@ -333,12 +333,13 @@ inline bool chunks_of(const DenseW& w, F32Chunks& c) {
 }
 
 // Warps per output set for a weight of `outputs` rows (all groups) and `chunks` 16-byte
-// chunks per row: double while the machine (132 SMs x 32 warps) is not filled and every
-// lane keeps at least two chunks. A function of the shape only (R-I3).
-inline int gemv_splits(int64_t outputs, int64_t chunks) {
-  constexpr int64_t kFillWarps = 132 * 32;
+// chunks per row: double while the machine (sm_count SMs x 32 warps) is not filled and
+// every lane keeps at least two chunks. A function of the shape and the device only, never
+// of the row count (R-I3).
+inline int gemv_splits(int64_t outputs, int64_t chunks, int sm_count) {
+  const int64_t fill_warps = int64_t{sm_count} * 32;
   int s = 1;
-  while (s < kGemvWarps && (outputs + kGemvOutputs - 1) / kGemvOutputs * s < kFillWarps &&
+  while (s < kGemvWarps && (outputs + kGemvOutputs - 1) / kGemvOutputs * s < fill_warps &&
          chunks >= int64_t{2} * kWarp * (2 * s))
     s *= 2;
   return s;
@@ -405,7 +406,7 @@ bool CudaOps::gemv_chunks(const C& c, cuda::GemvArgs a, int groups) {
   // x rows: 16-byte aligned starts (float4 loads); k_in whole chunks of the weight row.
   if (a.k_in % C::kVec != 0 || !cuda::aligned16(a.x) || a.x_stride % 4 != 0 || a.x_group % 4 != 0)
     return false;
-  a.splits = cuda::gemv_splits(a.n_out * groups, a.k_in / C::kVec);
+  a.splits = cuda::gemv_splits(a.n_out * groups, a.k_in / C::kVec, sm_count_);
   // The kernel is chosen by the shape and the row count; both compute a row alike (R-I3).
   const int64_t chunks = a.n_out * groups * (a.k_in / C::kVec);
   if (chunks >= cuda::kPersistMinChunks)

@@ -181,3 +181,13 @@ TEST_CASE("--prefill-chunk overrides prefill_chunk:, is refused by name and taug
   CHECK(help_text().find("prefill_chunk") != std::string::npos);
   CHECK(help_text().find("--prefill-chunk") != std::string::npos);
 }
+
+TEST_CASE("--no-cuda-graphs sets cuda_graphs: false and is taught by --help") {
+  RunConfig c = parse_run_config("model: m\n", "run.yaml", "/cfg");
+  apply_cli(parse({"--config", "c"}), c);
+  CHECK(c.cuda_graphs);  // the YAML's (default true) when the flag is absent
+  apply_cli(parse({"--config", "c", "--no-cuda-graphs"}), c);
+  CHECK_FALSE(c.cuda_graphs);
+  CHECK(help_text().find("cuda_graphs") != std::string::npos);
+  CHECK(help_text().find("--no-cuda-graphs") != std::string::npos);
+}

@@ -215,3 +215,10 @@ TEST_CASE("run config: prefill_chunk (issue 13), default 2048, 0 = whole prompts
   CHECK(refusal("prefill_chunk: 4294967296\n") ==
         "run.yaml: prefill_chunk: 4294967296 is above the maximum 2147483647");
 }
+
+TEST_CASE("run config: cuda_graphs (issue 12), default true, a boolean refused by key") {
+  CHECK(parse_run_config("", "run.yaml", "/cfg").cuda_graphs);
+  CHECK_FALSE(parse_run_config("cuda_graphs: false\n", "run.yaml", "/cfg").cuda_graphs);
+  CHECK(parse_run_config("cuda_graphs: true\n", "run.yaml", "/cfg").cuda_graphs);
+  CHECK(refusal("cuda_graphs: maybe\n") == "run.yaml: cuda_graphs: 'maybe' (allowed: true, false)");
+}

@@ -172,6 +172,11 @@ class CallRecorder final : public ForwardingOps {
     log("argmax", l, rows, n, out);
     inner().argmax(l, rows, n, out);
   }
+  // The step's key, then its ops one by one (ForwardingOps: nothing is captured here).
+  void run_step(const StepKey& k, const std::function<void()>& body) override {
+    log("run_step", k.owner, k.rows, k.buffers[0], k.buffers[1], k.buffers[2]);
+    body();
+  }
 
  private:
   static void put(std::ostringstream& s, const TensorView& t) {

@@ -32,7 +32,8 @@ inline size_t count_op(const std::vector<std::string>& calls, const std::string&
 // Positions 14 (no block completes), 15 (r = 4 and r = 16 blocks complete), 16 (the
 // ring wraps), up to 31 (an r = 16 block after a full top-k); then 254 / 255, the last
 // positions (255 completes blocks). One upload per step (the StepState), no host-array
-// rope / embed / route / top-k, no allocation.
+// rope / embed / route / top-k, no allocation; the StepState upload comes before the
+// step's Ops::run_step (a captured graph must not read the host), every op inside it.
 inline void check_position_independent_decode(Ops& backend) {
   Checkpoint ckpt(tiny_dir());
   const ModelConfig& c = ckpt.config();
@@ -56,6 +57,9 @@ inline void check_position_independent_decode(Ops& backend) {
   const std::vector<std::string> first = step(ids[kPrompt]);
   MESSAGE(first.size(), " op calls per step");
   CHECK(count_op(first, "upload_i32") == 1);
+  REQUIRE(count_op(first, "run_step") == 1);
+  CHECK(first.at(0).rfind("upload_i32 ", 0) == 0);
+  CHECK(first.at(1).rfind("run_step ", 0) == 0);
   CHECK(count_op(first, "embed_dev") == 1);
   CHECK(count_op(first, "decode_index") == 7);
   CHECK(count_op(first, "compress_at") == 8);  // layers 2-6: 5 attention + 3 indexer compressors

@@ -4,6 +4,9 @@
 // index row of the device position) gives exactly the host rows of stage/attention_index.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "stage/attention_index.h"
 #include "stage_harness.h"
 #include "tests/unit/stage/decode_calls.h"
@@ -66,4 +69,54 @@ TEST_CASE("decode_index refuses a position whose blocks exceed the tail width") 
 TEST_CASE("a plain decode step issues the same op calls with the same arguments at every position") {
   auto cpu = make_cpu_ops();
   check_position_independent_decode(*cpu);
+}
+
+// Ops::run_step (a CUDA graph per stage, issue 12) replays a step only while its key and
+// the backend's memory stay: the pipeline must hand every plain decode the same boundary
+// buffers and allocate nothing around it, and the head must score the row inside it.
+TEST_CASE("a pipeline's plain decode steps allocate nothing and repeat one step key") {
+  auto cpu = make_cpu_ops();
+  Checkpoint ckpt(tiny_dir());
+  CallRecorder rec(*cpu);
+  Stage stage(ckpt, rec, stage_spec(0, 1, {0, 7}, 64, false));
+  Pipeline pipe(stage, rec, ckpt.config(), nullptr, nullptr, PipelineHooks{});
+  const std::vector<int32_t> ids = random_tokens(20, ckpt.config().vocab_size, 77);
+  OpHeader prefill;
+  prefill.kind = OpKind::prefill;
+  prefill.ids = {ids.begin(), ids.begin() + 10};
+  pipe.execute(prefill);
+
+  std::string key;  // the first step's run_step line
+  for (int i = 10; i < 16; ++i) {
+    OpHeader h;
+    h.kind = OpKind::decode;
+    h.pos = stage.pos();
+    h.ids = {ids[i]};
+    h.want_logits = i % 2 == 0;  // the logits download follows the step either way
+    rec.calls.clear();
+    rec.enabled = true;
+    const OpResult r = pipe.execute(h);
+    rec.enabled = false;
+    INFO("position " << h.pos);
+    CHECK(r.ids.size() == 1);
+    CHECK(r.logits.size() == (h.want_logits ? static_cast<size_t>(ckpt.config().vocab_size) : 0));
+    for (const char* op : {"alloc", "alloc_i32"}) CHECK_MESSAGE(count_op(rec.calls, op) == 0, op);
+    CHECK(count_op(rec.calls, "hc_head") == 1);  // the head's logits ...
+    REQUIRE(count_op(rec.calls, "run_step") == 1);
+    const auto line = std::find_if(rec.calls.begin(), rec.calls.end(),
+                                   [](const std::string& c) { return c.rfind("run_step ", 0) == 0; });
+    const auto head = std::find_if(rec.calls.begin(), rec.calls.end(),
+                                   [](const std::string& c) { return c.rfind("hc_head ", 0) == 0; });
+    CHECK(line < head);  // ... inside the step, the argmax after it
+    CHECK(count_op({head, rec.calls.end()}, "argmax") == 1);
+    if (key.empty()) key = *line;
+    CHECK(*line == key);
+  }
+  // run_step OWNER 1 H TAPS LOGITS: no taps without the drafter, logits on the head rank.
+  std::istringstream fields(key);
+  std::string op, owner, rows, h, taps, logits;
+  fields >> op >> owner >> rows >> h >> taps >> logits;
+  CHECK(rows == "1");
+  CHECK(taps == "0");
+  CHECK(logits != "0");
 }

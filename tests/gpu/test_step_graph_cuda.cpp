@@ -1,0 +1,168 @@
+// Issue 12: a stage's plain decode step as one captured CUDA graph (Ops::run_step,
+// kernels/cuda/step_graph.cu). Replayed steps equal steps issued op by op bit for bit
+// (logits and every cache class) across r = 4 and r = 16 block completions, the ring
+// wrap and the last positions; memory that moves after a capture forces a re-capture,
+// never a replay of the stale graph; a host copy inside a capture is refused by name and
+// leaves the backend usable.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "tests/unit/stage/stage_harness.h"
+
+namespace dsv4::test {
+
+namespace {
+
+constexpr int64_t kMaxSeq = 256;  // the tiny model's max_position_embeddings
+
+// One single-stage tiny model on one backend, its decode buffers fixed (as the pipeline's).
+struct GraphRun {
+  GraphRun(Checkpoint& ckpt, bool graphs)
+      : ops(make_cuda_ops(0, graphs)),
+        stage(ckpt, *ops, stage_spec(0, 1, {0, ckpt.config().num_hidden_layers}, kMaxSeq, false)),
+        h(ops->alloc(static_cast<size_t>(kMaxSeq) * ckpt.config().hc_mult * ckpt.config().hidden_size)),
+        logits(ops->alloc(static_cast<size_t>(ckpt.config().vocab_size))) {}
+
+  std::vector<float> decode(int32_t token) {
+    stage.decode(token, h.data(), nullptr, logits.data());
+    std::vector<float> host(logits.size());
+    ops->download(host.data(), logits.data(), host.size());
+    return host;
+  }
+
+  std::unique_ptr<Ops> ops;
+  Stage stage;
+  FBuf h, logits;
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Every cache class of both stages, byte for byte (names included).
+void check_same_caches(const Stage& a, const Stage& b, int64_t pos) {
+  const std::vector<CacheClass> ca = a.cache_classes(true), cb = b.cache_classes(true);
+  REQUIRE(ca.size() == cb.size());
+  for (size_t i = 0; i < ca.size(); ++i) {
+    INFO("position " << pos << ", " << ca[i].name);
+    CHECK(ca[i].name == cb[i].name);
+    CHECK(ca[i].bytes == cb[i].bytes);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda graphs: replayed plain decode steps equal steps op by op, bit for bit") {
+  Checkpoint ckpt(tiny_dir());
+  const ModelConfig& c = ckpt.config();
+  GraphRun graphs(ckpt, true), plain(ckpt, false);
+  const std::vector<int32_t> ids = random_tokens(static_cast<int>(kMaxSeq), c.vocab_size, 1212);
+  constexpr int kPrompt = 13;
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + kPrompt);
+  for (GraphRun* r : {&graphs, &plain}) r->stage.prefill(prompt, r->h.data(), nullptr);
+
+  // Positions 13..80: r = 4 blocks complete at every 4th, r = 16 ones at 15, 31, 47, 63,
+  // 79; the window ring (16 slots) wraps at 16, 32, ...; then 240..255, the last ones,
+  // after both caches are refilled alike (the fill moves memory: a re-capture).
+  auto walk = [&](int64_t from, int64_t to) {
+    for (int64_t p = from; p < to; ++p) {
+      INFO("position " << p);
+      REQUIRE(graphs.stage.pos() == p);
+      const int32_t token = ids[static_cast<size_t>(p)];
+      CHECK(same_bits(graphs.decode(token), plain.decode(token)));
+      if (p % 8 == 7) check_same_caches(graphs.stage, plain.stage, p);
+    }
+  };
+  walk(kPrompt, 81);
+  const StepGraphCounts first = graphs.ops->step_graph_counts();
+  MESSAGE("steps 13..80 with graphs: ", first.plain, " plain, ", first.captures, " captured, ",
+          first.replays, " replayed");
+  CHECK(first.plain == 1);     // the warm-up
+  CHECK(first.captures == 1);  // nothing moved memory between the steps
+  CHECK(first.replays == 81 - kPrompt - 2);
+  const StepGraphCounts none = plain.ops->step_graph_counts();
+  CHECK(none.captures == 0);
+  CHECK(none.replays == 0);
+
+  for (GraphRun* r : {&graphs, &plain}) r->stage.fill_for_benchmark(240, 77);
+  walk(240, kMaxSeq);
+  check_same_caches(graphs.stage, plain.stage, kMaxSeq);
+  const StepGraphCounts last = graphs.ops->step_graph_counts();
+  CHECK(last.replays > first.replays);  // the late positions were replayed too
+}
+
+TEST_CASE("cuda graphs: memory allocated after a capture forces a re-capture, not a stale replay") {
+  auto ops = make_cuda_ops(0, true);
+  constexpr size_t n = 1000;
+  FBuf one = ops->alloc(n), a = ops->alloc(n);
+  ops->fill(one.data(), 1.0f, n);
+  float* target = a.data();
+  const StepKey key{&target, 1, {}};
+  auto step = [&] { ops->run_step(key, [&] { ops->add(target, one.data(), n); }); };
+  auto value = [&](const FBuf& b) {
+    std::vector<float> host(n);
+    ops->download(host.data(), b.data(), n);
+    for (float v : host) REQUIRE(v == host[0]);
+    return host[0];
+  };
+  for (int i = 0; i < 3; ++i) step();  // plain, captured, replayed
+  CHECK(value(a) == 3.0f);
+  CHECK(ops->step_graph_counts().captures == 1);
+
+  // A new buffer while `a` lives (not the freed address again): the body now writes it.
+  // A replay of the first graph would add to `a` and leave b at 0.
+  FBuf b = ops->alloc(n);
+  target = b.data();
+  for (int i = 0; i < 3; ++i) step();
+  CHECK(value(b) == 3.0f);
+  CHECK(value(a) == 3.0f);
+  StepGraphCounts c = ops->step_graph_counts();
+  CHECK(c.plain == 2);
+  CHECK(c.captures == 2);
+  CHECK(c.replays == 2);
+
+  // A free moves memory too (the graph may hold the freed address).
+  a.reset();
+  step();
+  CHECK(ops->step_graph_counts().plain == 3);
+  CHECK(value(b) == 4.0f);
+}
+
+TEST_CASE("cuda graphs: a host copy inside a capture is refused by name; the backend stays usable") {
+  auto ops = make_cuda_ops(0, true);
+  FBuf buf = ops->alloc(4);
+  const float host[4] = {1, 2, 3, 4};
+  const int owner = 0;
+  const StepKey key{&owner, 1, {}};
+  auto body = [&] { ops->upload(buf.data(), host, 4); };
+  ops->run_step(key, body);  // the warm-up runs it op by op: allowed
+  CHECK_THROWS_WITH_AS(ops->run_step(key, body), doctest::Contains("upload (16 bytes) inside a step being captured"),
+                       Error);
+  // The stream left capture mode: ordinary work runs and lands.
+  ops->fill(buf.data(), 5.0f, 4);
+  std::vector<float> got(4);
+  ops->download(got.data(), buf.data(), 4);
+  CHECK(got == std::vector<float>(4, 5.0f));
+  // So does an allocation inside a capture.
+  const int other = 0;
+  const StepKey alloc_key{&other, 1, {}};
+  auto alloc_body = [&] { FBuf t = ops->alloc(8); };
+  ops->run_step(alloc_key, alloc_body);
+  CHECK_THROWS_WITH_AS(ops->run_step(alloc_key, alloc_body), doctest::Contains("alloc (32 bytes) inside a step"),
+                       Error);
+}
+
+TEST_CASE("cuda graphs off: run_step runs every body op by op") {
+  auto ops = make_cuda_ops(0, false);
+  FBuf buf = ops->alloc(4);
+  const int owner = 0;
+  const StepKey key{&owner, 1, {}};
+  const float host[4] = {1, 2, 3, 4};
+  for (int i = 0; i < 3; ++i) ops->run_step(key, [&] { ops->upload(buf.data(), host, 4); });
+  CHECK(ops->step_graph_counts().captures == 0);
+  CHECK(ops->step_graph_counts().replays == 0);
+}
+
+}  // namespace dsv4::test
