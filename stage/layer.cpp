@@ -58,19 +58,28 @@ Layer::Layer(Ops& ops, BlockWeights w, const ModelConfig& cfg, const RopeTable& 
   prepare_block(ops, w_);
 }
 
+void Layer::linear(LayerContext& ctx, const Fp8Linear& w, const float* x, int rows, float* y) {
+  if (ctx.gemm) ctx.ops.linear_fp8_gemm(w, x, rows, ctx.num.act_bf16(), y);
+  else ctx.ops.linear_fp8(w, x, rows, ctx.num.act_bf16(), y);
+}
+
+void Layer::linear(LayerContext& ctx, const TensorView& w, const float* x, int rows, float* y) {
+  if (ctx.gemm) ctx.ops.linear_bf16_gemm(w, x, rows, ctx.num.act_bf16(), y);
+  else ctx.ops.linear_bf16(w, x, rows, ctx.num.act_bf16(), y);
+}
+
 // §5 lines 1-2 and §4.13: hc_pre (attn), attn_norm -> ws.x; q path -> ws.qr, ws.q.
 void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
-  const bool act = ctx.num.act_bf16();
   const int32_t* pos = ws.positions.data();
   ops.hc_pre(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
              c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
   ops.rmsnorm(ws.y.data(), w_.attn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
-  ops.linear_fp8(w_.wq_a, ws.x.data(), rows, act, ws.qr.data());              // [rows, Qr]
+  linear(ctx, w_.wq_a, ws.x.data(), rows, ws.qr.data());                      // [rows, Qr]
   ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
-  ops.linear_fp8(w_.wq_b, ws.qr.data(), rows, act, ws.q.data());              // [rows, nh, D]
+  linear(ctx, w_.wq_b, ws.qr.data(), rows, ws.q.data());                      // [rows, nh, D]
   ops.head_rms(ws.q.data(), rows * c.num_attention_heads, c.head_dim, c.rms_norm_eps);
   ops.rope(ws.q.data(), rows, c.num_attention_heads, c.head_dim, *rope_, pos, false);
 }
@@ -79,7 +88,7 @@ void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
 void Layer::kv_path(LayerContext& ctx, int rows, float* kv) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
-  ops.linear_fp8(w_.wkv, ctx.ws.x.data(), rows, ctx.num.act_bf16(), kv);
+  linear(ctx, w_.wkv, ctx.ws.x.data(), rows, kv);
   ops.rmsnorm(kv, w_.kv_norm, rows, c.head_dim, c.rms_norm_eps, kv);
   ops.rope(kv, rows, 1, c.head_dim, *rope_, ctx.ws.positions.data(), false);
   ops.kv_act_quant(kv, rows, c.head_dim, c.qk_rope_head_dim, ctx.num.kv_quant);
@@ -90,15 +99,14 @@ void Layer::indexer_query(LayerContext& ctx, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
-  const bool act = ctx.num.act_bf16();
-  ops.linear_fp8(w_.indexer->wq_b, ws.qr.data(), rows, act, ws.qi.data());
+  linear(ctx, w_.indexer->wq_b, ws.qr.data(), rows, ws.qi.data());
   ops.rope(ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, *rope_,
            ws.positions.data(), false);
   // §4.18 step 1: Hadamard then FP4 QAT; indexer_quant none skips both (MODEL.md
   // numeric options: the rotation is orthogonal, so scores keep their exact value).
   if (ctx.num.indexer_quant == IndexerQuant::fp4)
     ops.hadamard_fp4(ws.qi.data(), rows * c.index_n_heads, c.index_head_dim, true);
-  ops.linear_bf16(w_.indexer->weights_proj, ws.x.data(), rows, act, ws.wi.data());
+  linear(ctx, w_.indexer->weights_proj, ws.x.data(), rows, ws.wi.data());
 }
 
 void Layer::upload_index(LayerContext& ctx, const MergedIndex& m, int rows) {
@@ -134,8 +142,9 @@ void Layer::attention_back(LayerContext& ctx, const float* kv_source, const Merg
                      ws.idx.data(), m.width, w_.attn_sink, scale, ws.o.data());
   ops.rope(ws.o.data(), rows, c.num_attention_heads, c.head_dim, *rope_, ws.positions.data(),
            true);
-  ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
-  ops.linear_fp8(w_.wo_b, ws.og.data(), rows, act, ws.a.data());
+  if (ctx.gemm) ops.grouped_wo_a_gemm(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
+  else ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
+  linear(ctx, w_.wo_b, ws.og.data(), rows, ws.a.data());
   ops.hc_post(ws.a.data(), h, ws.post.data(), ws.comb.data(), rows, c.hc_mult, c.hidden_size,
               ws.h_mid.data());
 }

@@ -21,6 +21,9 @@ struct LayerContext {
   const Numerics& num;
   Workspace& ws;
   int n_targets = 0;  // tap row width in units of hidden (SPECDECODE §2.3)
+  // The rows are a prefill or a prefill chunk: the L-bf16 linears run as GEMMs (the *_gemm
+  // ops, law 2's tolerance); off for decode, verify and draft rows (R-I3: row-independent).
+  bool gemm = false;
 };
 
 class Layer {
@@ -61,6 +64,10 @@ class Layer {
   const LayerCache& cache() const { return cache_; }
 
  private:
+  // The L-bf16 linears of the block: Ops::linear_fp8 / linear_bf16, or their GEMMs when
+  // ctx.gemm.
+  static void linear(LayerContext& ctx, const Fp8Linear& w, const float* x, int rows, float* y);
+  static void linear(LayerContext& ctx, const TensorView& w, const float* x, int rows, float* y);
   void attention_front(LayerContext& ctx, const float* h, int rows);
   void kv_path(LayerContext& ctx, int rows, float* kv);
   void indexer_query(LayerContext& ctx, int rows);

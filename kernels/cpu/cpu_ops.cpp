@@ -99,6 +99,19 @@ class CpuOps final : public Ops {
                     float* og) override {
     cpu_grouped_wo_a(cache_, wo_a, o, rows, groups, act_bf16, og);
   }
+  // The prefill GEMMs are the reference linears here (kernels/ops.h).
+  void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool act_bf16,
+                       float* y) override {
+    linear_fp8(w, x, rows, act_bf16, y);
+  }
+  void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool act_bf16,
+                        float* y) override {
+    linear_bf16(w, x, rows, act_bf16, y);
+  }
+  void grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows, int groups,
+                         bool act_bf16, float* og) override {
+    grouped_wo_a(wo_a, o, rows, groups, act_bf16, og);
+  }
 
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* score,
                        int n_blocks, const float* prev_kv, const float* prev_score,

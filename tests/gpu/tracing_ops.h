@@ -81,6 +81,19 @@ class TracingOps final : public ForwardingOps {
     inner().grouped_wo_a(w, o, rows, g, a, og);
     rec("grouped_wo_a", og, static_cast<size_t>(rows) * w.out());
   }
+  void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool a, float* y) override {
+    inner().linear_fp8_gemm(w, x, rows, a, y);
+    rec("linear_fp8_gemm " + w.weight.name, y, static_cast<size_t>(rows) * w.out());
+  }
+  void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool a, float* y) override {
+    inner().linear_bf16_gemm(w, x, rows, a, y);
+    rec("linear_bf16_gemm " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
+  }
+  void grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
+                         float* og) override {
+    inner().grouped_wo_a_gemm(w, o, rows, g, a, og);
+    rec("grouped_wo_a_gemm", og, static_cast<size_t>(rows) * w.out());
+  }
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* sc, int nb,
                        const float* pkv, const float* psc, int fb, const RopeTable& r, double e,
                        const Numerics& num, float* out) override {
