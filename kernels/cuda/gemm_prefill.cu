@@ -24,6 +24,7 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -134,26 +135,43 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
-  // y = (beta ? y : 0) + W x_bf16 for problem p, on `stream`.
+  // Whether cuBLASLt has an algorithm for problem p with the bf16 x at xb (chosen on
+  // first sight of the shape and kept).
+  bool supports(const GemmProblem& p, const uint16_t* xb) { return algo(p, xb) != nullptr; }
+
+  // y = (beta ? y : 0) + W x_bf16 for problem p, on `stream` (supports(p, xb) holds).
   void run(const GemmProblem& p, const uint16_t* xb, float beta, void* ws, cudaStream_t stream) {
+    const cublasLtMatmulAlgo_t* chosen = algo(p, xb);
+    DSV4_CHECK(chosen != nullptr, "prefill GEMM of '", p.name, "' run without an algorithm");
     Descriptors ds;
     describe(p, ds);
-    const std::array<uint32_t, 3> align = {alignment(p.w, {p.a.k_in * 2, p.a.n_out * p.a.k_in * 2}),
-                                           alignment(xb, {p.a.x_stride * 2, p.a.x_group * 2}),
-                                           alignment(p.a.y, {p.a.y_stride * 4, p.a.y_group * 4})};
-    const std::array<int64_t, 11> key = {p.a.k_in, p.a.n_out, p.a.rows, p.batches, p.a.x_stride, p.a.x_group,
-                                         p.a.y_stride, p.a.y_group, align[0], align[1], align[2]};
-    auto it = algos_.find(key);
-    if (it == algos_.end()) it = algos_.emplace(key, choose(p, ds, align)).first;
     const float alpha = 1.0f;
     lt_check(cublasLtMatmul(handle_, ds.op, &alpha, p.w, ds.a, xb, ds.b, &beta, p.a.y, ds.d, p.a.y, ds.d,
-                            &it->second, ws, kLtWorkspace, stream),
+                            chosen, ws, kLtWorkspace, stream),
              "cublasLtMatmul", p.name);
   }
 
  private:
-  cublasLtMatmulAlgo_t choose(const GemmProblem& p, const Descriptors& ds,
-                              const std::array<uint32_t, 3>& align) {
+  using Key = std::array<int64_t, 11>;
+
+  const cublasLtMatmulAlgo_t* algo(const GemmProblem& p, const uint16_t* xb) {
+    const std::array<uint32_t, 3> align = {alignment(p.w, {p.a.k_in * 2, p.a.n_out * p.a.k_in * 2}),
+                                           alignment(xb, {p.a.x_stride * 2, p.a.x_group * 2}),
+                                           alignment(p.a.y, {p.a.y_stride * 4, p.a.y_group * 4})};
+    const Key key = {p.a.k_in, p.a.n_out, p.a.rows, p.batches, p.a.x_stride, p.a.x_group,
+                     p.a.y_stride, p.a.y_group, align[0], align[1], align[2]};
+    auto it = algos_.find(key);
+    if (it == algos_.end()) {
+      Descriptors ds;
+      describe(p, ds);
+      it = algos_.emplace(key, choose(p, ds, align)).first;
+    }
+    return it->second ? &*it->second : nullptr;
+  }
+
+  // The heuristic's first algorithm; none when it has none for these alignments.
+  std::optional<cublasLtMatmulAlgo_t> choose(const GemmProblem& p, const Descriptors& ds,
+                                             const std::array<uint32_t, 3>& align) {
     cublasLtMatmulPreference_t pref = nullptr;
     lt_check(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", p.name);
     const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
@@ -180,14 +198,12 @@ class LtGemm {
     int found = 0;
     lt_check(cublasLtMatmulAlgoGetHeuristic(handle_, ds.op, ds.a, ds.b, ds.d, ds.d, pref, 1, &result, &found),
              "cublasLtMatmulAlgoGetHeuristic", p.name);
-    if (found == 0)
-      throw Error(cat("backend cuda: prefill GEMM of '", p.name, "': cuBLASLt has no algorithm for ", p.a.rows,
-                      " rows x ", p.a.n_out, " outputs x ", p.a.k_in, " inputs (", p.batches, " batches)"));
+    if (found == 0) return std::nullopt;
     return result.algo;
   }
 
   cublasLtHandle_t handle_ = nullptr;
-  std::map<std::array<int64_t, 11>, cublasLtMatmulAlgo_t> algos_;
+  std::map<Key, std::optional<cublasLtMatmulAlgo_t>> algos_;
 };
 
 }  // namespace cuda
@@ -250,6 +266,12 @@ void CudaOps::gemm(cuda::GemmProblem p) {
   const int terms = p.a.act_bf16 ? 1 : 3;
   const int64_t n = static_cast<int64_t>(p.a.rows) * p.a.x_stride;
   auto* xb = static_cast<uint16_t*>(scratch(Slot::gemm_x, static_cast<size_t>(terms * n) * 2));
+  bool tensor_cores = true;
+  for (int t = 0; t < terms; ++t) tensor_cores = tensor_cores && lt_->supports(p, xb + t * n);
+  if (!tensor_cores) {  // strides cuBLASLt has no kernel for: the same product by the GEMV
+    gemv(cuda::DenseW{p.w, true, p.a.k_in}, p.a, p.batches);
+    return;
+  }
   void* ws = scratch(Slot::gemm_ws, cuda::kLtWorkspace);
   cuda::split_bf16_kernel<<<convert_blocks(n), cuda::kConvertThreads, 0, stream_>>>(p.a.x, n, terms, xb);
   DSV4_CUDA_LAUNCH_CHECK();
@@ -279,6 +301,7 @@ void CudaOps::grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows,
   p.a.x_group = cols;
   p.a.y_stride = out;
   p.a.y_group = out / groups;
+  p.a.w_group = out / groups;
   p.batches = groups;
   gemm(p);
 }
