@@ -104,6 +104,10 @@ class ForwardingOps : public Ops {
            int k, float lim, const Numerics& num, float* out) override {
     in_.moe(b, x, rows, sel, wt, k, lim, num, out);
   }
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+                int k, float lim, const Numerics& num, float* out) override {
+    in_.moe_gemm(b, x, rows, sel, wt, k, lim, num, out);
+  }
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override {
     in_.argmax(l, rows, n, out);
   }

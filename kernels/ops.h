@@ -180,6 +180,12 @@ class Ops {
   virtual void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                    const float* wt, int k, float swiglu_limit, const Numerics& num,
                    float* out) = 0;
+  // The same for the rows of a prefill or a chunk (issue 13; chosen as the *_gemm linears
+  // are): cuda groups the rows by expert and runs each expert's projections, and the
+  // shared expert's, as tensor-core GEMMs; law 2's tolerance, not R-I3. cpu: moe.
+  virtual void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                        const float* wt, int k, float swiglu_limit, const Numerics& num,
+                        float* out) = 0;
 
   // ---- head ----
   // out (host [rows]) = argmax per row, ties to the lowest index; -1 if the row has a NaN.

@@ -172,6 +172,10 @@ void TimedOps::moe(const BlockWeights& b, const float* x, int rows, const int32_
                    const float* wt, int k, float lim, const Numerics& num, float* out) {
   timed("moe", [&] { inner().moe(b, x, rows, sel, wt, k, lim, num, out); });
 }
+void TimedOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                        const float* wt, int k, float lim, const Numerics& num, float* out) {
+  timed("moe_gemm", [&] { inner().moe_gemm(b, x, rows, sel, wt, k, lim, num, out); });
+}
 void TimedOps::argmax(const float* l, int rows, int64_t n, int32_t* out) {
   timed("argmax", [&] { inner().argmax(l, rows, n, out); });
 }

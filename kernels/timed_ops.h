@@ -84,6 +84,8 @@ class TimedOps : public ForwardingOps {
              int ne, int k, float rs, int32_t* sel, float* wt) override;
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float lim, const Numerics& num, float* out) override;
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+                int k, float lim, const Numerics& num, float* out) override;
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override;
 
  private:

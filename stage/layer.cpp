@@ -160,8 +160,12 @@ void Layer::ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h) {
   ops.route(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
             c.num_experts_per_tok, static_cast<float>(c.routed_scaling_factor), ws.sel.data(),
             ws.wt.data());
-  ops.moe(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
-          static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());
+  if (ctx.gemm)
+    ops.moe_gemm(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
+                 static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());
+  else
+    ops.moe(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
+            static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());
   ops.hc_post(ws.moe_out.data(), ws.h_mid.data(), ws.post.data(), ws.comb.data(), rows,
               c.hc_mult, c.hidden_size, h);
 }

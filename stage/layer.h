@@ -22,7 +22,8 @@ struct LayerContext {
   Workspace& ws;
   int n_targets = 0;  // tap row width in units of hidden (SPECDECODE §2.3)
   // The rows are a prefill or a prefill chunk: the L-bf16 linears run as GEMMs (the *_gemm
-  // ops, law 2's tolerance); off for decode, verify and draft rows (R-I3: row-independent).
+  // ops and moe_gemm, law 2's tolerance); off for decode, verify and draft rows (R-I3:
+  // row-independent).
   bool gemm = false;
 };
 

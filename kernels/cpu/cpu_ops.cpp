@@ -140,6 +140,11 @@ class CpuOps final : public Ops {
            int k, float swiglu_limit, const Numerics& num, float* out) override {
     cpu_moe(cache_, b, x, rows, sel, wt, k, swiglu_limit, num, out);
   }
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                const float* wt, int k, float swiglu_limit, const Numerics& num,
+                float* out) override {
+    moe(b, x, rows, sel, wt, k, swiglu_limit, num, out);
+  }
 
   void argmax(const float* logits, int rows, int64_t n, int32_t* out) override {
     cpu_argmax(logits, rows, n, out);

@@ -91,6 +91,10 @@ class CudaOps final : public Ops {
              int n_experts, int k, float route_scale, int32_t* sel, float* wt) override;
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override;
+  // The prefill MoE, grouped by expert (kernels/cuda/moe_prefill.cu).
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                const float* wt, int k, float swiglu_limit, const Numerics& num,
+                float* out) override;
 
   void argmax(const float* logits, int rows, int64_t n, int32_t* out) override;
 

@@ -31,7 +31,7 @@
 
 #include "base/cuda_check.h"
 #include "base/error.h"
-#include "kernels/cuda/linear.cuh"
+#include "kernels/cuda/gemm_prefill.cuh"
 
 namespace dsv4 {
 namespace cuda {
@@ -39,15 +39,21 @@ namespace cuda {
 constexpr size_t kLtWorkspace = size_t{32} << 20;  // cuBLASLt's split-K / scheduling scratch
 constexpr int kConvertThreads = 256;
 
-// One (batched) GEMM: the GEMV's problem (linear.cuh GemvArgs: x, y, their strides and
-// group offsets, k_in, n_out, rows, act_bf16; batch g = group g) with w the bf16 weight
-// [batches * n_out, k_in] row-major (w_row0 0, w_group n_out), and the weight's name.
-struct GemmProblem {
-  const uint16_t* w = nullptr;
-  GemvArgs a;
-  int batches = 1;
-  std::string name;
-};
+GemmProblem linear_problem(const uint16_t* w, const float* x, int64_t k_in, int64_t n_out, int rows,
+                           bool act_bf16, float* y, const std::string& name) {
+  GemmProblem p;
+  p.w = w;
+  p.a.x = x;
+  p.a.x_stride = k_in;
+  p.a.y = y;
+  p.a.y_stride = n_out;
+  p.a.k_in = k_in;
+  p.a.n_out = n_out;
+  p.a.rows = rows;
+  p.a.act_bf16 = act_bf16;
+  p.name = name;
+  return p;
+}
 
 namespace {
 
@@ -214,23 +220,6 @@ void require_2d(const TensorView& t, const char* what) {
   if (t.shape.size() != 2) throw Error(cat(what, ": weight '", t.name, "' must be 2-D [out, in]"));
 }
 
-// y [rows, n_out] = x [rows, k_in] w^T, w bf16 [n_out, k_in].
-cuda::GemmProblem linear_problem(const uint16_t* w, const float* x, int64_t k_in, int64_t n_out, int rows,
-                                 bool act_bf16, float* y, const std::string& name) {
-  cuda::GemmProblem p;
-  p.w = w;
-  p.a.x = x;
-  p.a.x_stride = k_in;
-  p.a.y = y;
-  p.a.y_stride = n_out;
-  p.a.k_in = k_in;
-  p.a.n_out = n_out;
-  p.a.rows = rows;
-  p.a.act_bf16 = act_bf16;
-  p.name = name;
-  return p;
-}
-
 int convert_blocks(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + cuda::kConvertThreads - 1) / cuda::kConvertThreads, 1 << 16));
 }
@@ -279,12 +268,12 @@ void CudaOps::gemm(cuda::GemmProblem p) {
 }
 
 void CudaOps::linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool act_bf16, float* y) {
-  gemm(linear_problem(bf16_fp8_weight(w), x, w.in(), w.out(), rows, act_bf16, y, w.weight.name));
+  gemm(cuda::linear_problem(bf16_fp8_weight(w), x, w.in(), w.out(), rows, act_bf16, y, w.weight.name));
 }
 
 void CudaOps::linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool act_bf16, float* y) {
   require_2d(w, "linear_bf16_gemm");
-  gemm(linear_problem(bf16_weight(w), x, w.dim(1), w.dim(0), rows, act_bf16, y, w.name));
+  gemm(cuda::linear_problem(bf16_weight(w), x, w.dim(1), w.dim(0), rows, act_bf16, y, w.name));
 }
 
 // §4.21 steps 2-3 as one batched GEMM: batch g = group g's wo_a rows [g*Or, (g+1)*Or)
@@ -295,7 +284,7 @@ void CudaOps::grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows,
   if (groups <= 0 || out % groups != 0)
     throw Error(cat("grouped_wo_a_gemm: '", wo_a.weight.name, "' has ", out,
                     " rows, not divisible into ", groups, " groups"));
-  cuda::GemmProblem p = linear_problem(bf16_fp8_weight(wo_a), o, cols, out / groups, rows, act_bf16, og,
+  cuda::GemmProblem p = cuda::linear_problem(bf16_fp8_weight(wo_a), o, cols, out / groups, rows, act_bf16, og,
                                        wo_a.weight.name);
   p.a.x_stride = cols * groups;
   p.a.x_group = cols;

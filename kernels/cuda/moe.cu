@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/quant.cuh"
+#include "kernels/cuda/swiglu.cuh"
 #include "base/error.h"
 
 namespace dsv4 {
@@ -18,8 +19,6 @@ constexpr int kFp8Block = 128;  // §4.9 activation block
 constexpr int kFp4Block = 32;   // §4.23 FP4GEMM K-block
 constexpr int kMaxK = 16;       // experts per token
 constexpr int kMoeChunk = 256;  // rows per pass, bounds the scratch
-
-__device__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
 
 // §4.9 as values, one warp per (row, 128-block): q [rows, K] (may alias x), s [rows, K/128].
 __global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, float* q, float* s) {
@@ -200,15 +199,8 @@ __global__ void expert_down_kernel(ExpertArgs a, int64_t slots, const float* h, 
 __global__ void swiglu_kernel(const float* g, const float* u, const float* wt, int64_t slots,
                               int inter, float limit, float* h) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < slots * inter;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    float gi = g[i], ui = u[i];
-    if (limit > 0.0f) {
-      gi = limit < gi ? limit : gi;
-      ui = cuda::clamp_keep_nan(ui, -limit, limit);
-    }
-    const float w = wt ? wt[i / inter] : 1.0f;
-    h[i] = w * ((gi * sigmoid(gi)) * ui);
-  }
+       i += int64_t{gridDim.x} * blockDim.x)
+    h[i] = cuda::swiglu(g[i], u[i], wt ? wt[i / inter] : 1.0f, limit);
 }
 
 // out[t, d] = (sum over the row's slots in ascending expert id of y[slot, d], from 0) + sh[t, d].

@@ -133,21 +133,34 @@ TEST_CASE("route twin at Flash shapes: 256 experts, top 6, exact ties; rows vs s
   }
 }
 
+namespace {
+
+struct Arm {
+  const char* name;
+  ExpertArm arm;
+  DenseAct act;
+  float limit;
+  double rel_l2, max_norm;
+};
+// f32 chains in a different order (~1e-7) feed a re-quantization of h (native: per-128
+// e4m3, a boundary element moves one step, <= 1/8 relative) or a bf16 rounding of h
+// (1/256 relative). One such flip moves rel_l2 by <= ~1e-3 (native) / ~1e-4 (bf16 act);
+// without activation rounding the chains alone stay below 1e-5. The prefill GEMMs
+// (moe_gemm) multiply the same exact values in yet another order: the same bounds.
+const Arm kArms[] = {{"native", ExpertArm::native, DenseAct::bf16, 10.0f, 3e-3, 3e-2},
+                     {"bf16 arm, bf16 act", ExpertArm::bf16, DenseAct::bf16, 10.0f, 3e-4, 3e-3},
+                     {"bf16 arm, f32 act, no clamp", ExpertArm::bf16, DenseAct::f32, 0.0f, 1e-5, 1e-5}};
+
+Numerics numerics_of(const Arm& a) {
+  Numerics num;
+  num.expert_arm = a.arm;
+  num.dense_act = a.act;
+  return num;
+}
+
+}  // namespace
+
 TEST_CASE("moe twin: both expert arms, MXFP4 and NVFP4, clamp on and off") {
-  struct Arm {
-    const char* name;
-    ExpertArm arm;
-    DenseAct act;
-    float limit;
-    double rel_l2, max_norm;
-  };
-  // f32 chains in a different order (~1e-7) feed a re-quantization of h (native: per-128
-  // e4m3, a boundary element moves one step, <= 1/8 relative) or a bf16 rounding of h
-  // (1/256 relative). One such flip moves rel_l2 by <= ~1e-3 (native) / ~1e-4 (bf16 act);
-  // without activation rounding the chains alone stay below 1e-5.
-  const Arm arms[] = {{"native", ExpertArm::native, DenseAct::bf16, 10.0f, 3e-3, 3e-2},
-                      {"bf16 arm, bf16 act", ExpertArm::bf16, DenseAct::bf16, 10.0f, 3e-4, 3e-3},
-                      {"bf16 arm, f32 act, no clamp", ExpertArm::bf16, DenseAct::f32, 0.0f, 1e-5, 1e-5}};
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4}) {
     Backends b;
     Rng rng(recipe == ExpertRecipe::mxfp4 ? 81 : 82);
@@ -162,10 +175,8 @@ TEST_CASE("moe twin: both expert arms, MXFP4 and NVFP4, clamp on and off") {
       }
     PairI sel = put_i32(b, sel_host);
     PairF wt = put(b, wt_host);
-    for (const Arm& a : arms) {
-      Numerics num;
-      num.expert_arm = a.arm;
-      num.dense_act = a.act;
+    for (const Arm& a : kArms) {
+      const Numerics num = numerics_of(a);
       PairF out = zeros(b, kRows * kHidden);
       for (int s : {kCpu, kGpu}) b.at(s).moe(blk.w, x[s], kRows, sel[s], wt[s], kK, a.limit, num, out[s]);
       const std::string what = std::string("moe ") + (recipe == ExpertRecipe::mxfp4 ? "mxfp4 " : "nvfp4 ") + a.name;
@@ -175,6 +186,42 @@ TEST_CASE("moe twin: both expert arms, MXFP4 and NVFP4, clamp on and off") {
         b.gpu->moe(blk.w, x[kGpu] + t * kHidden, 1, sel[kGpu] + t * kK, wt[kGpu] + t * kK, kK, a.limit, num,
                    one[kGpu] + t * kHidden);
       check_bitwise(what + " rows vs single rows", get(b, out, kGpu), get(b, one, kGpu));
+    }
+  }
+}
+
+TEST_CASE("moe_gemm twin (prefill, grouped by expert): both arms, MXFP4 and NVFP4, 1 and 37 rows") {
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4}) {
+    Backends b;
+    Rng rng(recipe == ExpertRecipe::mxfp4 ? 91 : 92);
+    Block blk(rng, recipe, false);
+    for (int rows : {1, 37}) {
+      PairF x = put(b, rng.normals(static_cast<size_t>(rows) * kHidden, 2.0f));
+      // Distinct experts per row from a seeded shuffle: uneven groups, some experts unused.
+      std::vector<int32_t> sel_host;
+      std::vector<float> wt_host;
+      std::vector<int32_t> ids(kExperts);
+      for (int t = 0; t < rows; ++t) {
+        for (int e = 0; e < kExperts; ++e) ids[e] = e;
+        std::shuffle(ids.begin(), ids.begin() + kExperts / 2, rng.gen);  // experts 8..15 never chosen
+        for (int j = 0; j < kK; ++j) {
+          sel_host.push_back(ids[j]);
+          wt_host.push_back(0.1f + 0.05f * j);
+        }
+      }
+      PairI sel = put_i32(b, sel_host);
+      PairF wt = put(b, wt_host);
+      for (const Arm& a : kArms) {
+        const Numerics num = numerics_of(a);
+        PairF out = zeros(b, static_cast<size_t>(rows) * kHidden), again = zeros(b, static_cast<size_t>(rows) * kHidden);
+        for (int s : {kCpu, kGpu})
+          b.at(s).moe_gemm(blk.w, x[s], rows, sel[s], wt[s], kK, a.limit, num, out[s]);
+        const std::string what = cat("moe_gemm ", recipe == ExpertRecipe::mxfp4 ? "mxfp4 " : "nvfp4 ", a.name,
+                                     ", ", rows, " rows");
+        check_close(what, get(b, out, kCpu), get(b, out, kGpu), a.rel_l2, a.max_norm);
+        b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, again[kGpu]);
+        check_bitwise(what + " run to run", get(b, out, kGpu), get(b, again, kGpu));
+      }
     }
   }
 }

@@ -124,6 +124,11 @@ class TracingOps final : public ForwardingOps {
     inner().moe(b, x, rows, sel, wt, k, lim, num, out);
     rec("moe", out, static_cast<size_t>(rows) * b.wq_a.in());
   }
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+                int k, float lim, const Numerics& num, float* out) override {
+    inner().moe_gemm(b, x, rows, sel, wt, k, lim, num, out);
+    rec("moe_gemm", out, static_cast<size_t>(rows) * b.wq_a.in());
+  }
 
  private:
   void rec(const std::string& op, const float* p, size_t n) {
