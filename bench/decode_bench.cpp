@@ -28,8 +28,11 @@
 #include "bench/json_file.h"
 #include "bench/prefill_rows.h"
 #include "bench/timing.h"
+#include "bench/scripted_rounds.h"
 #include "model/presets.h"
 #include "model/step_bytes.h"
+#include "stage/drafter.h"
+#include "stage/replay_drafter.h"
 #include "stage/stage.h"
 
 namespace {
@@ -75,6 +78,11 @@ int run(int argc, char** argv) {
       ("contexts", "plain-decode positions", cxxopts::value<std::string>()->default_value("128,4096,32768,65536"))
       ("verify-context", "position of the verify rounds", cxxopts::value<int64_t>()->default_value("4096"))
       ("verify-rows", "verify round sizes T", cxxopts::value<std::string>()->default_value("1,2,3,4,5,6"))
+      ("accept-lens", "speculative rounds at these mean acceptance lengths (tokens per round, e.g. "
+                      "2.8,3.5,5.7): the DSpark drafter proposes, T = B + 1 rows are verified and round k "
+                      "commits floor((k+1)X) - floor(kX) tokens; prints ms per generated token and the "
+                      "speed-up over plain decode at --verify-context (issue 15)",
+       cxxopts::value<std::string>()->default_value(""))
       ("steps", "timed steps per row (median)", cxxopts::value<int>()->default_value("20"))
       ("warmup", "untimed steps first", cxxopts::value<int>()->default_value("3"))
       ("profile-context", "also an op-by-op profile of plain steps at this position (kernels/timed_ops.h; "
@@ -101,6 +109,12 @@ int run(int argc, char** argv) {
   const std::vector<int64_t> contexts = int_list(args["contexts"].as<std::string>(), "--contexts", 1);
   const std::vector<int64_t> verify_rows = int_list(args["verify-rows"].as<std::string>(), "--verify-rows", 1);
   const int64_t verify_ctx = args["verify-context"].as<int64_t>();
+  std::vector<int64_t> accept_milli;  // X * 1000 per --accept-lens entry
+  {
+    std::stringstream list(args["accept-lens"].as<std::string>());
+    for (std::string item; std::getline(list, item, ',');)
+      accept_milli.push_back(parse_accept_len_milli(item, "--accept-lens"));
+  }
   const int64_t profile_ctx = args["profile-context"].as<int64_t>();
   PrefillBenchOptions pre;
   if (!args["prefill-lens"].as<std::string>().empty())
@@ -234,6 +248,22 @@ int run(int argc, char** argv) {
     }
   }
 
+  std::vector<ScriptedRounds> spec_rows;
+  if (verify && !accept_milli.empty()) {
+    DsparkDrafter drafter(ckpt, *ops, spec.numerics, max_seq);
+    const int64_t tap_width = static_cast<int64_t>(cfg.dspark.target_layer_ids.size()) * cfg.hidden_size;
+    const int64_t primed = std::min<int64_t>(cfg.sliding_window, verify_ctx);
+    FBuf prime_taps = ops->alloc(static_cast<size_t>(primed * tap_width));  // synthetic: zeros
+    for (int64_t x : accept_milli) {
+      spec_stage->fill_for_benchmark(verify_ctx, 0x5EEDu + x);
+      drafter.prime(prime_taps.data(), verify_ctx);
+      spec_rows.push_back(time_scripted_rounds(*spec_stage, drafter, *ops, x, warmup, steps, V, h.data(),
+                                               logits.data(), taps.data()));
+      std::fprintf(stderr, "spec X=%.3f @ %lld: %.3f ms per token\n", x / 1000.0,
+                   static_cast<long long>(verify_ctx), spec_rows.back().ms_per_token());
+    }
+  }
+
   if (profile_ctx > 0) {
     TimedOps timed(*ops);
     timed.set_active(false);  // the set-up (weights made resident, caches filled) is not a step
@@ -303,6 +333,28 @@ int run(int argc, char** argv) {
   if (!prefill.empty()) print_prefill_rows(prefill, pre.peak_tflops);
   for (const PrefillRow& r : prefill)
     out["rows"].push_back(prefill_row_json(r, cfg.num_hidden_layers, pre.runs, pre.peak_tflops));
+  if (!spec_rows.empty()) {
+    std::printf("\n%-7s %8s %4s %10s %8s %12s %14s %8s\n", "kind", "context", "T", "accept_len", "rounds",
+                "tokens/round", "ms/token", "speedup");
+    out["spec_rows"] = nlohmann::ordered_json::array();
+    for (const ScriptedRounds& r : spec_rows) {
+      const double speedup = plain_ms[verify_ctx] / r.ms_per_token();
+      std::printf("%-7s %8lld %4d %10.3f %8d %12.3f %14.3f %8.2f\n", "spec", static_cast<long long>(verify_ctx),
+                  tmax, r.accept_len_milli / 1000.0, r.rounds, r.tokens_per_round(), r.ms_per_token(), speedup);
+      nlohmann::ordered_json j;
+      j["kind"] = "spec";
+      j["trunk_layers"] = cfg.num_hidden_layers;
+      j["context"] = verify_ctx;
+      j["rows"] = tmax;
+      j["accept_len"] = r.accept_len_milli / 1000.0;
+      j["rounds"] = r.rounds;
+      j["tokens_per_round"] = r.tokens_per_round();
+      j["ms_per_token"] = r.ms_per_token();
+      j["plain_ms_per_step"] = plain_ms[verify_ctx];
+      j["speedup"] = speedup;
+      out["spec_rows"].push_back(j);
+    }
+  }
   if (args.count("json")) {
     const std::string path = args["json"].as<std::string>();
     write_json_file(path, out);

@@ -30,6 +30,9 @@ class ForwardingOps : public Ops {
   void embed(const TensorView& t, const int32_t* ids, int s, int hc, float* h) override {
     in_.embed(t, ids, s, hc, h);
   }
+  void embed_dev(const TensorView& t, const int32_t* ids, int s, int hc, float* h) override {
+    in_.embed_dev(t, ids, s, hc, h);
+  }
   void rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps, float* y) override {
     in_.rmsnorm(x, w, rows, n, eps, y);
   }
@@ -37,6 +40,10 @@ class ForwardingOps : public Ops {
   void rope(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
             bool inverse) override {
     in_.rope(v, rows, heads, dim, t, pos, inverse);
+  }
+  void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
+                bool inverse) override {
+    in_.rope_dev(v, rows, heads, dim, t, pos, inverse);
   }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
     in_.kv_act_quant(v, rows, dim, rd, q);
@@ -91,6 +98,12 @@ class ForwardingOps : public Ops {
                     int stride, int col0) override {
     in_.indexer_topk(q, w, rows, heads, dim, ws, keys, nv, width, base, idx, stride, col0);
   }
+  void indexer_topk_dev(const float* q, const float* w, int rows, int heads, int dim, float ws,
+                        const float* keys, const int32_t* nv, int n_cap, int width, int base,
+                        int32_t* idx, int stride, int col0) override {
+    in_.indexer_topk_dev(q, w, rows, heads, dim, ws, keys, nv, n_cap, width, base, idx, stride,
+                         col0);
+  }
   void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                       const int32_t* idx, int width, const TensorView& sink, float scale,
                       float* o) override {
@@ -100,6 +113,10 @@ class ForwardingOps : public Ops {
              int ne, int k, float rs, int32_t* sel, float* wt) override {
     in_.route(b, x, rows, ids, hidden, ne, k, rs, sel, wt);
   }
+  void route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+                 int ne, int k, float rs, int32_t* sel, float* wt) override {
+    in_.route_dev(b, x, rows, ids, hidden, ne, k, rs, sel, wt);
+  }
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float lim, const Numerics& num, float* out) override {
     in_.moe(b, x, rows, sel, wt, k, lim, num, out);
@@ -107,6 +124,18 @@ class ForwardingOps : public Ops {
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                 int k, float lim, const Numerics& num, float* out) override {
     in_.moe_gemm(b, x, rows, sel, wt, k, lim, num, out);
+  }
+  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
+                    size_t n) override {
+    in_.copy_to_slot(base, pos, slots, src, n);
+  }
+  void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
+                    int32_t* nv) override {
+    in_.decode_index(pos, ratio, window, tail, idx, nv);
+  }
+  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
+                   const RopeTable& r, double e, const Numerics& num, float* store) override {
+    in_.compress_at(c, pos, pkv, psc, r, e, num, store);
   }
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override {
     in_.argmax(l, rows, n, out);

@@ -6,6 +6,16 @@
 // on cuda) unless its comment says "host". Weights are TensorViews into the mapped
 // checkpoint; a backend makes them resident with prepare() before use (cuda keeps a
 // device copy keyed by the view's host pointer). Shapes use the spec's symbols.
+//
+// Position-independent decode (issue 12, the CUDA graph of a plain decode step): the ops
+// named *_dev and the "device step" ops below read the step's position and token from
+// BACKEND memory (the stage's StepState, stage/workspace.h) instead of host arrays, and
+// compute every position-dependent address there, so the calls of one plain decode step
+// and all their arguments are the same at every position. Each *_dev op computes exactly
+// what its host-array twin computes; a value the host twin refuses (a position outside
+// the rope table, a token outside the vocabulary) is refused by the CPU backend and
+// poisons the rows with NaN on CUDA (no host round trip to check it; the stage checks its
+// inputs before writing the StepState, and NaN logits are refused by name downstream).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -85,6 +95,9 @@ class Ops {
   // §4.1: h[t, c, :] = table[ids[t], :] for c < hc (ids host [s]); table BF16/F32 [V, H].
   // With hc = 1 this is a plain row gather (drafter Markov rows).
   virtual void embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) = 0;
+  // embed with ids in backend memory [s].
+  virtual void embed_dev(const TensorView& table, const int32_t* ids, int s, int hc,
+                         float* h) = 0;
   // §4.2: per row, y = w * (x * rsqrt(mean(x^2) + eps)); y may alias x.
   virtual void rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps,
                        float* y) = 0;
@@ -94,6 +107,9 @@ class Ops {
   // every row; row r at position positions[r] (host [rows]); inverse = conjugate.
   virtual void rope(float* v, int rows, int heads, int dim, const RopeTable& t,
                     const int32_t* positions, bool inverse) = 0;
+  // rope with positions in backend memory [rows].
+  virtual void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                        const int32_t* positions, bool inverse) = 0;
   // §4.8: fake-quant of dims [0, dim - rd) of each row in groups of 64 (variant D1).
   virtual void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) = 0;
   // §4.11 Hadamard (scale dim^-0.5) then, when fp4, §4.10 on each vector, in place.
@@ -163,6 +179,12 @@ class Ops {
                             float wscale, const float* keys, const int32_t* n_visible,
                             int width, int index_base, int32_t* idx, int idx_stride,
                             int col0) = 0;
+  // indexer_topk with n_visible in backend memory [rows]; n_cap (host) bounds every
+  // n_visible[t] (the keys the call may score: the indexer store's capacity).
+  virtual void indexer_topk_dev(const float* q, const float* w, int rows, int heads, int dim,
+                                float wscale, const float* keys, const int32_t* n_visible,
+                                int n_cap, int width, int index_base, int32_t* idx,
+                                int idx_stride, int col0) = 0;
   // §4.20 with D12: o [rows, heads, dim] attends kv rows kv[idx[t*width + k]] in index
   // order; -1 entries are inert; sink F32 [heads] joins the denominator (and the max).
   virtual void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
@@ -175,6 +197,10 @@ class Ops {
   virtual void route(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
                      int hidden, int n_experts, int k, float route_scale, int32_t* sel,
                      float* wt) = 0;
+  // route with ids in backend memory [rows] (hash routing gathers tid2eid there).
+  virtual void route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
+                         int hidden, int n_experts, int k, float route_scale, int32_t* sel,
+                         float* wt) = 0;
   // §4.23-4.24: out[t] = sum over the row's experts in ascending id of expert(x[t]) * wt
   // (arm per num.expert_arm) + shared expert(x[t]), limit <= 0 disables the clamp.
   virtual void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
@@ -186,6 +212,26 @@ class Ops {
   virtual void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                         const float* wt, int k, float swiglu_limit, const Numerics& num,
                         float* out) = 0;
+
+  // ---- device step: plain decode of one row at the position p = *pos (backend) ----
+  // base[(p mod slots) * n + i] = src[i] for i < n (the ring slot of §6.3; the pending
+  // row of §6.4 with base = the block's first pending row and slots = r).
+  virtual void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
+                            size_t n) = 0;
+  // MODEL.md §4.15 / §4.17 / §4.19 decode row of p at a fixed width window + tail_width:
+  // idx[k] = window_decode_row(p, window)[k] for k < window; then, ratio > 4, W + j for
+  // the j < (p+1)/ratio completed blocks; every other column -1 (bit-inert pads, §6.8
+  // law 3; ratio 4 leaves its tail to indexer_topk). n_visible[0] = (p+1)/4 when ratio 4
+  // (null otherwise). tail_width bounds the blocks of every position the caller reaches.
+  virtual void decode_index(const int32_t* pos, int ratio, int window, int tail_width,
+                            int32_t* idx, int32_t* n_visible) = 0;
+  // §6.4 after p's row is in the pending rows (pend_* [slots, Lc], cur rows at r when
+  // c.overlap, else at 0): when (p+1) mod r == 0, compress_blocks of that one block
+  // (first_block j = p / r, prev = rows [0, r) when c.overlap) into store + j * c.d,
+  // then, when c.overlap, the cur rows move to the prev rows. Otherwise nothing changes.
+  virtual void compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
+                           float* pend_score, const RopeTable& rope, double norm_eps,
+                           const Numerics& num, float* store) = 0;
 
   // ---- head ----
   // out (host [rows]) = argmax per row, ties to the lowest index; -1 if the row has a NaN.

@@ -89,6 +89,9 @@ void TimedOps::add(float* y, const float* x, size_t n) {
 void TimedOps::embed(const TensorView& t, const int32_t* ids, int s, int hc, float* h) {
   timed("embed", [&] { inner().embed(t, ids, s, hc, h); });
 }
+void TimedOps::embed_dev(const TensorView& t, const int32_t* ids, int s, int hc, float* h) {
+  timed("embed_dev", [&] { inner().embed_dev(t, ids, s, hc, h); });
+}
 void TimedOps::rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps, float* y) {
   timed("rmsnorm", [&] { inner().rmsnorm(x, w, rows, n, eps, y); });
 }
@@ -98,6 +101,10 @@ void TimedOps::head_rms(float* v, int vectors, int n, double eps) {
 void TimedOps::rope(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
                     bool inverse) {
   timed("rope", [&] { inner().rope(v, rows, heads, dim, t, pos, inverse); });
+}
+void TimedOps::rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                        const int32_t* pos, bool inverse) {
+  timed("rope_dev", [&] { inner().rope_dev(v, rows, heads, dim, t, pos, inverse); });
 }
 void TimedOps::kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) {
   timed("kv_act_quant", [&] { inner().kv_act_quant(v, rows, dim, rd, q); });
@@ -158,6 +165,14 @@ void TimedOps::indexer_topk(const float* q, const float* w, int rows, int heads,
     inner().indexer_topk(q, w, rows, heads, dim, ws, keys, nv, width, base, idx, stride, col0);
   });
 }
+void TimedOps::indexer_topk_dev(const float* q, const float* w, int rows, int heads, int dim,
+                                float ws, const float* keys, const int32_t* nv, int n_cap,
+                                int width, int base, int32_t* idx, int stride, int col0) {
+  timed("indexer_topk_dev", [&] {
+    inner().indexer_topk_dev(q, w, rows, heads, dim, ws, keys, nv, n_cap, width, base, idx, stride,
+                             col0);
+  });
+}
 void TimedOps::sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                               const int32_t* idx, int width, const TensorView& sink, float scale,
                               float* o) {
@@ -168,6 +183,10 @@ void TimedOps::route(const BlockWeights& b, const float* x, int rows, const int3
                      int hidden, int ne, int k, float rs, int32_t* sel, float* wt) {
   timed("route", [&] { inner().route(b, x, rows, ids, hidden, ne, k, rs, sel, wt); });
 }
+void TimedOps::route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
+                         int hidden, int ne, int k, float rs, int32_t* sel, float* wt) {
+  timed("route_dev", [&] { inner().route_dev(b, x, rows, ids, hidden, ne, k, rs, sel, wt); });
+}
 void TimedOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                    const float* wt, int k, float lim, const Numerics& num, float* out) {
   timed("moe", [&] { inner().moe(b, x, rows, sel, wt, k, lim, num, out); });
@@ -175,6 +194,18 @@ void TimedOps::moe(const BlockWeights& b, const float* x, int rows, const int32_
 void TimedOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                         const float* wt, int k, float lim, const Numerics& num, float* out) {
   timed("moe_gemm", [&] { inner().moe_gemm(b, x, rows, sel, wt, k, lim, num, out); });
+}
+void TimedOps::copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
+                            size_t n) {
+  timed("copy_to_slot", [&] { inner().copy_to_slot(base, pos, slots, src, n); });
+}
+void TimedOps::decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
+                            int32_t* nv) {
+  timed("decode_index", [&] { inner().decode_index(pos, ratio, window, tail, idx, nv); });
+}
+void TimedOps::compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
+                           const RopeTable& r, double e, const Numerics& num, float* store) {
+  timed("compress_at", [&] { inner().compress_at(c, pos, pkv, psc, r, e, num, store); });
 }
 void TimedOps::argmax(const float* l, int rows, int64_t n, int32_t* out) {
   timed("argmax", [&] { inner().argmax(l, rows, n, out); });

@@ -50,10 +50,13 @@ class TimedOps : public ForwardingOps {
 
   void add(float* y, const float* x, size_t n) override;
   void embed(const TensorView& t, const int32_t* ids, int s, int hc, float* h) override;
+  void embed_dev(const TensorView& t, const int32_t* ids, int s, int hc, float* h) override;
   void rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps, float* y) override;
   void head_rms(float* v, int vectors, int n, double eps) override;
   void rope(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
             bool inverse) override;
+  void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
+                bool inverse) override;
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override;
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
   void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double ne, double he,
@@ -77,15 +80,26 @@ class TimedOps : public ForwardingOps {
   void indexer_topk(const float* q, const float* w, int rows, int heads, int dim, float ws,
                     const float* keys, const int32_t* nv, int width, int base, int32_t* idx,
                     int stride, int col0) override;
+  void indexer_topk_dev(const float* q, const float* w, int rows, int heads, int dim, float ws,
+                        const float* keys, const int32_t* nv, int n_cap, int width, int base,
+                        int32_t* idx, int stride, int col0) override;
   void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                       const int32_t* idx, int width, const TensorView& sink, float scale,
                       float* o) override;
   void route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
              int ne, int k, float rs, int32_t* sel, float* wt) override;
+  void route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+                 int ne, int k, float rs, int32_t* sel, float* wt) override;
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float lim, const Numerics& num, float* out) override;
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                 int k, float lim, const Numerics& num, float* out) override;
+  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
+                    size_t n) override;
+  void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
+                    int32_t* nv) override;
+  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
+                   const RopeTable& r, double e, const Numerics& num, float* store) override;
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override;
 
  private:

@@ -8,15 +8,17 @@
 # Logs and JSON under $OUT (default build-gpu/perf); exit 1 when a validation failed.
 #
 # usage: COMMIT=<hash> scripts/gpu_perf.sh [--contexts LIST] [--verify-rows LIST]
-#                                          [--ops-rows LIST] [--no-decode]
+#                                          [--ops-rows LIST] [--accept-lens LIST] [--no-decode]
+#   --accept-lens LIST  also speculative rounds at these mean acceptance lengths (issue 15)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
-contexts=4096,65536 verify_rows=1,4 ops_rows=1,4 decode=1
+contexts=4096,65536 verify_rows=1,4 ops_rows=1,4 accept_lens= decode=1
 while [ $# -gt 0 ]; do
   case $1 in
     --contexts) contexts=${2:?--contexts needs a list}; shift 2 ;;
     --verify-rows) verify_rows=${2:?--verify-rows needs a list}; shift 2 ;;
     --ops-rows) ops_rows=${2:?--ops-rows needs a list}; shift 2 ;;
+    --accept-lens) accept_lens=${2:?--accept-lens needs a list}; shift 2 ;;
     --no-decode) decode=0; shift ;;
     *) echo "gpu_perf.sh: unknown option '$1' (see the usage at the top)" >&2; exit 2 ;;
   esac
@@ -35,7 +37,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 t0=$SECONDS
 cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDSV4_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 >"$out/configure.log" 2>&1 || { note "configure failed"; tail -40 "$out/configure.log" | tee -a "$summary"; exit 1; }
-cmake --build "$build" -j"$(nproc)" --target test_gpu dsv4-bench-ops dsv4-bench-decode dsv4-mkckpt dsv4-dev-gemv \
+cmake --build "$build" -j"$(nproc)" --target test_gpu dsv4-stage dsv4-bench-ops dsv4-bench-decode dsv4-mkckpt dsv4-dev-gemv \
   >"$out/build.log" 2>&1 || { note "build failed"; grep -E "error" "$out/build.log" | head -40 | tee -a "$summary"; exit 1; }
 note "build: $((SECONDS - t0)) s"
 
@@ -58,7 +60,7 @@ cat "$out/gemv_variants.txt" >>"$summary"
 cat "$out/ops.txt" >>"$summary"
 if [ "$decode" = 1 ]; then
   "$build/bench/dsv4-bench-decode" --contexts "$contexts" --verify-context 4096 --verify-rows "$verify_rows" \
-    --steps 10 --json "$out/decode.json" --label "$commit" >"$out/decode.txt" 2>&1 \
+    ${accept_lens:+--accept-lens "$accept_lens"} --steps 10 --json "$out/decode.json" --label "$commit" >"$out/decode.txt" 2>&1 \
     || note "FAILED: dsv4-bench-decode (see decode.txt)"
   cat "$out/decode.txt" >>"$summary"
 fi

@@ -73,6 +73,17 @@ MergedIndex step_index(int ratio, int64_t pos0, int rows, int window, int index_
   return m;
 }
 
+MergedIndex decode_index_shape(int ratio, int window, int index_topk, int cap_blocks) {
+  MergedIndex m;
+  m.window_width = window;
+  if (ratio == kOverlapRatio)
+    m.tail_width = std::min(index_topk, cap_blocks);
+  else if (ratio > 0)
+    m.tail_width = cap_blocks;
+  m.width = m.window_width + m.tail_width;
+  return m;
+}
+
 MergedIndex draft_index(int n_ring, int rows, int64_t trans_base, std::vector<int32_t>& idx) {
   MergedIndex m;
   m.window_width = m.width = n_ring + rows;

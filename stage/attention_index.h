@@ -27,6 +27,13 @@ MergedIndex prefill_index(int ratio, int s, int window, int index_topk,
 MergedIndex step_index(int ratio, int64_t pos0, int rows, int window, int index_topk,
                        int64_t trans_base, std::vector<int32_t>& idx);
 
+// The one shape of every plain decode row of a layer (Ops::decode_index writes the rows
+// on the backend from the StepState position): the tail at the layer's capacity of
+// cap_blocks = max_seq / ratio blocks (ratio 4: min(index_topk, cap_blocks) top-k
+// columns), so neither the width nor any op argument changes with the position. The
+// columns past step_index's width are -1 pads (bit-inert, §6.8 law 3). n_visible empty.
+MergedIndex decode_index_shape(int ratio, int window, int index_topk, int cap_blocks);
+
 // SPECDECODE §2.6 step 4 (DSpark draft block): every one of `rows` rows lists ring slots
 // 0 .. n_ring-1 (slot order), then the transient rows trans_base .. trans_base+rows-1.
 // No causal mask, no pads. idx [rows, n_ring + rows].

@@ -68,12 +68,18 @@ void Layer::linear(LayerContext& ctx, const TensorView& w, const float* x, int r
   else ctx.ops.linear_bf16(w, x, rows, ctx.num.act_bf16(), y);
 }
 
+void Layer::rope_rows(LayerContext& ctx, float* v, int rows, int heads, int dim, bool inverse) {
+  if (ctx.device_step)
+    ctx.ops.rope_dev(v, rows, heads, dim, *rope_, ctx.ws.step_pos(), inverse);
+  else
+    ctx.ops.rope(v, rows, heads, dim, *rope_, ctx.ws.positions.data(), inverse);
+}
+
 // §5 lines 1-2 and §4.13: hc_pre (attn), attn_norm -> ws.x; q path -> ws.qr, ws.q.
 void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
-  const int32_t* pos = ws.positions.data();
   ops.hc_pre(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
              c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
   ops.rmsnorm(ws.y.data(), w_.attn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
@@ -81,7 +87,7 @@ void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
   ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
   linear(ctx, w_.wq_b, ws.qr.data(), rows, ws.q.data());                      // [rows, nh, D]
   ops.head_rms(ws.q.data(), rows * c.num_attention_heads, c.head_dim, c.rms_norm_eps);
-  ops.rope(ws.q.data(), rows, c.num_attention_heads, c.head_dim, *rope_, pos, false);
+  rope_rows(ctx, ws.q.data(), rows, c.num_attention_heads, c.head_dim, false);
 }
 
 // §4.14: kv [rows, D] = act_quant(rope(RMSNorm(x wkv^T, kv_norm))).
@@ -90,7 +96,7 @@ void Layer::kv_path(LayerContext& ctx, int rows, float* kv) {
   const ModelConfig& c = ctx.cfg;
   linear(ctx, w_.wkv, ctx.ws.x.data(), rows, kv);
   ops.rmsnorm(kv, w_.kv_norm, rows, c.head_dim, c.rms_norm_eps, kv);
-  ops.rope(kv, rows, 1, c.head_dim, *rope_, ctx.ws.positions.data(), false);
+  rope_rows(ctx, kv, rows, 1, c.head_dim, false);
   ops.kv_act_quant(kv, rows, c.head_dim, c.qk_rope_head_dim, ctx.num.kv_quant);
 }
 
@@ -100,8 +106,7 @@ void Layer::indexer_query(LayerContext& ctx, int rows) {
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
   linear(ctx, w_.indexer->wq_b, ws.qr.data(), rows, ws.qi.data());
-  ops.rope(ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, *rope_,
-           ws.positions.data(), false);
+  rope_rows(ctx, ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, false);
   // §4.18 step 1: Hadamard then FP4 QAT; indexer_quant none skips both (MODEL.md
   // numeric options: the rotation is orthogonal, so scores keep their exact value).
   if (ctx.num.indexer_quant == IndexerQuant::fp4)
@@ -124,9 +129,15 @@ void Layer::indexer_select(LayerContext& ctx, const MergedIndex& m, int rows,
   // D7: wscale = fl32(Id^-0.5 * Ih^-0.5), applied per head inside the op.
   const float wscale = static_cast<float>(std::pow(static_cast<double>(c.index_head_dim), -0.5) *
                                           std::pow(static_cast<double>(c.index_n_heads), -0.5));
-  ctx.ops.indexer_topk(ctx.ws.qi.data(), ctx.ws.wi.data(), rows, c.index_n_heads,
-                       c.index_head_dim, wscale, keys, m.n_visible.data(), m.tail_width,
-                       index_base, ctx.ws.idx.data(), m.width, m.window_width);
+  Workspace& ws = ctx.ws;
+  if (ctx.device_step)  // n_visible from Ops::decode_index; at most the whole store
+    ctx.ops.indexer_topk_dev(ws.qi.data(), ws.wi.data(), rows, c.index_n_heads, c.index_head_dim,
+                             wscale, keys, ws.n_visible.data(), cache_.cap_blocks, m.tail_width,
+                             index_base, ws.idx.data(), m.width, m.window_width);
+  else
+    ctx.ops.indexer_topk(ws.qi.data(), ws.wi.data(), rows, c.index_n_heads, c.index_head_dim,
+                         wscale, keys, m.n_visible.data(), m.tail_width, index_base,
+                         ws.idx.data(), m.width, m.window_width);
 }
 
 // §4.20-§4.21 and §5 line 5: sink attention over kv_source, inverse rope, grouped wo_a,
@@ -140,8 +151,7 @@ void Layer::attention_back(LayerContext& ctx, const float* kv_source, const Merg
   const float scale = static_cast<float>(std::pow(static_cast<double>(c.head_dim), -0.5));
   ops.sink_attention(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
                      ws.idx.data(), m.width, w_.attn_sink, scale, ws.o.data());
-  ops.rope(ws.o.data(), rows, c.num_attention_heads, c.head_dim, *rope_, ws.positions.data(),
-           true);
+  rope_rows(ctx, ws.o.data(), rows, c.num_attention_heads, c.head_dim, true);
   if (ctx.gemm) ops.grouped_wo_a_gemm(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
   else ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
   linear(ctx, w_.wo_b, ws.og.data(), rows, ws.a.data());
@@ -157,9 +167,13 @@ void Layer::ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h) {
   ops.hc_pre(ws.h_mid.data(), rows, c.hc_mult, c.hidden_size, w_.hc_ffn, c.rms_norm_eps,
              c.hc_eps, c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
   ops.rmsnorm(ws.y.data(), w_.ffn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
-  ops.route(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
-            c.num_experts_per_tok, static_cast<float>(c.routed_scaling_factor), ws.sel.data(),
-            ws.wt.data());
+  const float scale = static_cast<float>(c.routed_scaling_factor);
+  if (ctx.device_step)  // ids: the StepState token
+    ops.route_dev(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
+                  c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());
+  else
+    ops.route(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
+              c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());
   if (ctx.gemm)
     ops.moe_gemm(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
                  static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());

@@ -25,6 +25,8 @@ struct LayerContext {
   // ops and moe_gemm, law 2's tolerance); off for decode, verify and draft rows (R-I3:
   // row-independent).
   bool gemm = false;
+  // Plain decode: positions and token ids come from ws.step (backend), not ws.positions.
+  bool device_step = false;
 };
 
 class Layer {
@@ -39,16 +41,20 @@ class Layer {
   // h [s, hc, H] in place; positions 0..s-1; fills the cache (§6.6). Taps: the last
   // min(W, s) rows.
   void prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, float* taps);
+  // Plain decode (MODEL.md §6.2) of h [1, hc, H] at the position and token of ws.step
+  // (ctx.device_step): the ring slot, index row, compressor blocks and hash route are
+  // computed on the backend, so the op calls are the same at every position. pos is the
+  // host copy of the StepState position, for the compressors' block counts and checks.
+  void decode(LayerContext& ctx, int64_t pos, float* h, float* taps);
+  // A verify round: h [rows, hc, H] at positions pos0..pos0+rows-1 (ids host [rows])
+  // against transient rows, checkpointing the compressors (SPECDECODE §3.4, §4.2, §4.3).
+  void verify(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, float* h,
+              float* taps);
   // A later chunk of a chunked prefill (layer_extend.cpp): h [rows, hc, H] at positions
   // pos0..pos0+rows-1 after a prefill of pos0 rows; writes the caches as `rows`
   // consecutive decode steps would (MODEL.md §6.7 law 2). Taps: the last min(W, rows).
   void extend(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, float* h,
               float* taps);
-  // h [rows, hc, H] at positions pos0..pos0+rows-1 (ids host [rows]). Plain decode
-  // (verify = false, rows = 1) writes the ring; a verify round writes transient rows
-  // and checkpoints the compressors (SPECDECODE §4.2, §4.3).
-  void step(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, bool verify,
-            float* h, float* taps);
   // SPECDECODE §4.6 commit order: ring scatter, then the compressor rollbacks.
   void commit(Ops& ops, int64_t pos0, int n, int rows);
   // DSpark draft block (ratio 0, SPECDECODE §2.6): h [rows, hc, H] at positions
@@ -69,6 +75,9 @@ class Layer {
   // ctx.gemm.
   static void linear(LayerContext& ctx, const Fp8Linear& w, const float* x, int rows, float* y);
   static void linear(LayerContext& ctx, const TensorView& w, const float* x, int rows, float* y);
+  // Rope of v [rows, heads, dim] at the rows' positions: ws.step's (ctx.device_step) or
+  // the host ws.positions.
+  void rope_rows(LayerContext& ctx, float* v, int rows, int heads, int dim, bool inverse);
   void attention_front(LayerContext& ctx, const float* h, int rows);
   void kv_path(LayerContext& ctx, int rows, float* kv);
   void indexer_query(LayerContext& ctx, int rows);
@@ -77,6 +86,7 @@ class Layer {
                       int index_base);
   void attention_back(LayerContext& ctx, const float* kv_source, const MergedIndex& m,
                       const float* h, int rows);
+  // ids: host [rows], or the StepState token (backend) when ctx.device_step.
   void ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h);
   void write_taps(LayerContext& ctx, const float* h, int rows, float* taps);
   // S14: the taps of a prefill (or chunk) of `rows` rows: its last min(W, rows) rows.

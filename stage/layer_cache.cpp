@@ -79,14 +79,12 @@ void CompressorState::project(Ops& ops, const float* x, int rows, float* kv,
 }
 
 void CompressorState::advance(Ops& ops, int64_t pos0, int rows, const RopeTable& rope,
-                              double norm_eps, const Numerics& num, bool open_round) {
+                              double norm_eps, const Numerics& num) {
   const size_t pend = static_cast<size_t>(slots_) * latent_;
-  if (open_round) {
-    DSV4_CHECK(snap_kv_.data() != nullptr, "verify round without a checkpoint buffer");
-    ops.copy(snap_kv_.data(), pend_kv_.data(), pend);
-    ops.copy(snap_score_.data(), pend_score_.data(), pend);
-    blocks0_ = blocks_;
-  }
+  DSV4_CHECK(snap_kv_.data() != nullptr, "verify round without a checkpoint buffer");
+  ops.copy(snap_kv_.data(), pend_kv_.data(), pend);
+  ops.copy(snap_score_.data(), pend_score_.data(), pend);
+  blocks0_ = blocks_;
   const size_t cur = w_->overlap ? static_cast<size_t>(ratio_) * latent_ : 0;
   for (int i = 0; i < rows; ++i) {
     const int64_t p = pos0 + i;
@@ -101,6 +99,17 @@ void CompressorState::advance(Ops& ops, int64_t pos0, int rows, const RopeTable&
     if (w_->overlap) shift(ops);
     blocks_ = j + 1;
   }
+}
+
+void CompressorState::advance_at(Ops& ops, const int32_t* pos, int64_t p, const RopeTable& rope,
+                                 double norm_eps, const Numerics& num) {
+  const size_t cur = w_->overlap ? static_cast<size_t>(ratio_) * latent_ : 0;  // slot_of's base
+  ops.copy_to_slot(pend_kv_.data() + cur, pos, ratio_, rows_kv_.data(), latent_);
+  ops.copy_to_slot(pend_score_.data() + cur, pos, ratio_, rows_score_.data(), latent_);
+  ops.compress_at(*w_, pos, pend_kv_.data(), pend_score_.data(), rope, norm_eps, num, store_);
+  if ((p + 1) % ratio_ != 0) return;
+  DSV4_CHECK(blocks_ == p / ratio_, "compressor blocks ", blocks_, " != emitted block ", p / ratio_);
+  ++blocks_;
 }
 
 void CompressorState::absorb_chunk(Ops& ops, const float* kv, const float* score, int64_t pos0,

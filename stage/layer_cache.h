@@ -40,11 +40,17 @@ class CompressorState {
   void seed_from_prefill(Ops& ops, const float* kv, const float* score, int n);
   // Raw projections (§4.16 step 1, L-island) of x [rows, H] into kv / score [rows, Lc].
   void project(Ops& ops, const float* x, int rows, float* kv, float* score) const;
-  // §6.4 for positions pos0 .. pos0+rows-1 in order from rows_kv / rows_score, emitting
-  // completed blocks into the store. With `open_round` the pending pair and the block
-  // count are snapshotted first (SPECDECODE §4.3).
+  // A verify round: the pending pair and the block count are snapshotted (SPECDECODE
+  // §4.3), then §6.4 for positions pos0 .. pos0+rows-1 in order from rows_kv /
+  // rows_score, emitting completed blocks into the store.
   void advance(Ops& ops, int64_t pos0, int rows, const RopeTable& rope, double norm_eps,
-               const Numerics& num, bool open_round);
+               const Numerics& num);
+  // §6.4 for the plain decode row at the StepState position pos (backend) from rows_kv /
+  // rows_score [1, Lc]: the row to its pending slot (Ops::copy_to_slot), then the block
+  // completed there, if any (Ops::compress_at); the same op calls at every position.
+  // p = the host copy of *pos, for the block count only.
+  void advance_at(Ops& ops, const int32_t* pos, int64_t p, const RopeTable& rope,
+                  double norm_eps, const Numerics& num);
   // A prefill chunk (Layer::extend): the live state `rows` decode steps at pos0.. would
   // leave, from the chunk's raw projections kv / score [rows, Lc] (stage workspace), with
   // its blocks pooled in two compress_blocks calls instead of one per block (§6.6).

@@ -1,40 +1,77 @@
-// Incremental rows of one block: plain decode (MODEL.md §6.2) and the verify round's
-// batched program (SPECDECODE.md §3.4), plus the round's commit (§4.2-§4.4, §4.6).
+// Incremental rows of one block: plain decode (MODEL.md §6.2) at the StepState position
+// and the verify round's batched program (SPECDECODE.md §3.4), plus the round's commit
+// (§4.2-§4.4, §4.6).
 #include "base/error.h"
 #include "stage/layer.h"
 
 namespace dsv4 {
 
-void Layer::step(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, bool verify,
-                 float* h, float* taps) {
+// Issue 12 (a CUDA graph per decode step): every position-dependent value is computed on
+// the backend from ws.step, so this issues the same op calls with the same arguments at
+// every position; pos only keeps the host block counts.
+void Layer::decode(LayerContext& ctx, int64_t pos, float* h, float* taps) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
-  DSV4_CHECK(verify || rows == 1, "plain decode takes one row, got ", rows);
-  DSV4_CHECK(!verify || rows <= cache_.trans_rows, "verify rows ", rows, " > transient rows ",
+  DSV4_CHECK(ctx.device_step, "plain decode reads its position from the StepState");
+  const int32_t* p = ws.step_pos();
+
+  attention_front(ctx, h, 1);
+  // Step 3: the window latent goes to its ring slot before attention (the query sees
+  // itself); it is built in a fixed row and copied to the slot of p (§6.3).
+  float* kv = ws.kv_src.data();
+  kv_path(ctx, 1, kv);
+  ops.copy_to_slot(cache_.kvc.data(), p, cache_.window, kv, c.head_dim);
+  const MergedIndex m = decode_index_shape(w_.ratio, cache_.window, c.index_topk, cache_.cap_blocks);
+  ops.decode_index(p, w_.ratio, cache_.window, m.tail_width, ws.idx.data(),
+                   cache_.index ? ws.n_visible.data() : nullptr);
+
+  if (cache_.index) {  // step 5: indexer q, compressor step, then top-k
+    CompressorState& ic = *cache_.index;
+    indexer_query(ctx, 1);
+    ic.project(ops, ws.x.data(), 1, ic.rows_kv(), ic.rows_score());
+    ic.advance_at(ops, p, pos, *rope_, c.rms_norm_eps, ctx.num);
+    indexer_select(ctx, m, 1, cache_.ikvc.data(), cache_.window);
+  }
+  if (cache_.attn) {  // step 6: before the attention, so a block completed here is seen
+    CompressorState& ac = *cache_.attn;
+    ac.project(ops, ws.x.data(), 1, ac.rows_kv(), ac.rows_score());
+    ac.advance_at(ops, p, pos, *rope_, c.rms_norm_eps, ctx.num);
+  }
+
+  attention_back(ctx, cache_.kvc.data(), m, h, 1);
+  ffn(ctx, ws.step_token(), 1, h);
+  write_taps(ctx, h, 1, taps);
+}
+
+void Layer::verify(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, float* h,
+                   float* taps) {
+  Ops& ops = ctx.ops;
+  const ModelConfig& c = ctx.cfg;
+  Workspace& ws = ctx.ws;
+  DSV4_CHECK(rows <= cache_.trans_rows, "verify rows ", rows, " > transient rows ",
              cache_.trans_rows);
   for (int i = 0; i < rows; ++i) ws.positions[i] = static_cast<int32_t>(pos0 + i);
 
   attention_front(ctx, h, rows);
-  // Step 3: the window latent goes to the ring slot (decode, before attention so the
-  // query sees itself) or to the round's transient rows (verify; the ring is read-only).
-  kv_path(ctx, rows, verify ? cache_.trans_row(0) : cache_.ring_row(pos0));
+  // Step 3: the window latents go to the round's transient rows (the ring is read-only).
+  kv_path(ctx, rows, cache_.trans_row(0));
   const MergedIndex m = step_index(w_.ratio, pos0, rows, cache_.window, c.index_topk,
-                                   verify ? cache_.trans_base() : -1, ws.idx_host);
+                                   cache_.trans_base(), ws.idx_host);
   upload_index(ctx, m, rows);
 
-  if (cache_.index) {  // step 5: indexer q, compressor step(s), then top-k
+  if (cache_.index) {  // step 5: indexer q, compressor steps, then top-k
     CompressorState& ic = *cache_.index;
     indexer_query(ctx, rows);
     ic.project(ops, ws.x.data(), rows, ic.rows_kv(), ic.rows_score());
-    ic.advance(ops, pos0, rows, *rope_, c.rms_norm_eps, ctx.num, verify);
+    ic.advance(ops, pos0, rows, *rope_, c.rms_norm_eps, ctx.num);
     DSV4_CHECK(ic.blocks() == (pos0 + rows) / w_.ratio, "indexer blocks ", ic.blocks());
     indexer_select(ctx, m, rows, cache_.ikvc.data(), cache_.window);
   }
   if (cache_.attn) {  // step 6: before the attention, so a block completed here is seen
     CompressorState& ac = *cache_.attn;
     ac.project(ops, ws.x.data(), rows, ac.rows_kv(), ac.rows_score());
-    ac.advance(ops, pos0, rows, *rope_, c.rms_norm_eps, ctx.num, verify);
+    ac.advance(ops, pos0, rows, *rope_, c.rms_norm_eps, ctx.num);
     DSV4_CHECK(ac.blocks() == (pos0 + rows) / w_.ratio, "attention blocks ", ac.blocks());
   }
 

@@ -48,21 +48,6 @@ float parse_logit(const std::string& item, const std::string& what) {
   return v;
 }
 
-// A decimal >= 1 with at most 3 decimals ("2.8"), as thousandths (2800).
-int64_t parse_milli(const std::string& value, const std::string& what) {
-  const size_t dot = value.find('.');
-  const std::string whole = value.substr(0, dot);
-  const std::string frac = dot == std::string::npos ? "" : value.substr(dot + 1);
-  auto digits = [](const std::string& t) {
-    return std::all_of(t.begin(), t.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
-  };
-  if (whole.empty() || whole.size() > 6 || !digits(whole) || frac.size() > 3 || !digits(frac) ||
-      (dot != std::string::npos && frac.empty()))
-    throw Error(cat(what, ": accept_len '", value, "' is not a number with at most 3 decimals"));
-  const int64_t milli = std::stoll(whole) * 1000 + std::stoll((frac + "000").substr(0, 3));
-  if (milli < 1000) throw Error(cat(what, ": accept_len ", value, " < 1 (a round emits >= 1 token)"));
-  return milli;
-}
 
 // Applies option key=value; false when `key` is not an option (then it is part of the file).
 bool apply_option(const std::string& key, const std::string& value, const std::string& what,
@@ -78,7 +63,7 @@ bool apply_option(const std::string& key, const std::string& value, const std::s
         s.confidence.back().push_back(parse_logit(item, what));
     }
   } else if (key == "accept_len") {
-    s.accept_len_milli = parse_milli(value, what);
+    s.accept_len_milli = parse_accept_len_milli(value, what);
   } else {
     return false;
   }
@@ -101,6 +86,21 @@ void append_ids(const nlohmann::json& j, const char* key, const std::string& fil
 }
 
 }  // namespace
+
+int64_t parse_accept_len_milli(const std::string& value, const std::string& what) {
+  const size_t dot = value.find('.');
+  const std::string whole = value.substr(0, dot);
+  const std::string frac = dot == std::string::npos ? "" : value.substr(dot + 1);
+  auto digits = [](const std::string& t) {
+    return std::all_of(t.begin(), t.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  };
+  if (whole.empty() || whole.size() > 6 || !digits(whole) || frac.size() > 3 || !digits(frac) ||
+      (dot != std::string::npos && frac.empty()))
+    throw Error(cat(what, ": accept_len '", value, "' is not a number with at most 3 decimals"));
+  const int64_t milli = std::stoll(whole) * 1000 + std::stoll((frac + "000").substr(0, 3));
+  if (milli < 1000) throw Error(cat(what, ": accept_len ", value, " < 1 (a round emits >= 1 token)"));
+  return milli;
+}
 
 ReplaySpec parse_replay_spec(const std::string& text) {
   const std::string what = cat("--drafter replay:", text);
@@ -170,8 +170,8 @@ Proposal ReplayDrafter::propose(int32_t head, int64_t anchor) {
     if (m < static_cast<int64_t>(seq_.size())) p.out_ids[j] = seq_[m];
   }
   std::vector<int> corrupt = script_.corrupt;
-  if (const int64_t x = script_.accept_len_milli) {  // L_k = floor((k+1) X) - floor(k X)
-    const int L = static_cast<int>((k + 1) * x / 1000 - k * x / 1000);
+  if (const int64_t x = script_.accept_len_milli) {
+    const int L = scripted_accept_len(k, x);
     if (L <= B_) corrupt = {L};
   }
   for (int r : corrupt) p.out_ids[r] = static_cast<int32_t>((p.out_ids[r] + 1) % vocab_);

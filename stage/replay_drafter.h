@@ -39,6 +39,18 @@ struct ReplayScript {
   int64_t accept_len_milli = 0;                // accept_len X as round(1000 X); 0: unset
 };
 
+// An acceptance length: a decimal >= 1 with at most 3 decimals ("2.8"), as thousandths
+// (2800); throws Error naming `what` otherwise.
+int64_t parse_accept_len_milli(const std::string& value, const std::string& what);
+
+// The tokens round k (0-based) emits at a scripted acceptance length of x_milli / 1000
+// tokens per round: L_k = floor((k+1) X) - floor(k X), so the mean over any n consecutive
+// rounds is within 1/n of X (the replay drafter's accept_len, dsv4-bench-decode's
+// --accept-lens).
+inline int scripted_accept_len(int64_t k, int64_t x_milli) {
+  return static_cast<int>((k + 1) * x_milli / 1000 - k * x_milli / 1000);
+}
+
 struct ReplaySpec {
   std::string file;
   ReplayScript script;

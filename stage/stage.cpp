@@ -12,8 +12,6 @@
 namespace dsv4 {
 namespace {
 
-constexpr int kOverlapRatio = 4;
-
 // Column block of layer l in the tap rows (S14), -1 if it is not a target.
 int tap_column(const ModelConfig& c, int l) {
   const auto& t = c.dspark.target_layer_ids;
@@ -82,7 +80,8 @@ Stage::Impl::Impl(Checkpoint& ckpt, Ops& ops_, const StageSpec& spec_)
       sz.max_blocks = std::max(sz.max_blocks, sz.rows / r);
       sz.cmp_latent = std::max(sz.cmp_latent, w.compressor->latent());
       const int nb_cap = static_cast<int>(spec.max_seq / r);
-      tail_cap = std::max(tail_cap, r == kOverlapRatio ? std::min(cfg.index_topk, nb_cap) : nb_cap);
+      tail_cap = std::max(
+          tail_cap, decode_index_shape(r, cfg.sliding_window, cfg.index_topk, nb_cap).tail_width);
     }
     if (w.indexer) sz.idx_latent = std::max(sz.idx_latent, w.indexer->compressor.latent());
     const int tap = spec.drafter ? tap_column(cfg, l) : -1;
@@ -110,12 +109,16 @@ void Stage::Impl::check_no_round(const char* what) const {
                     " (commit it first, SPECDECODE R-S9)"));
 }
 
-void Stage::Impl::run_step(const std::vector<int32_t>& ids, bool verify, float* h,
-                           float* taps) {
-  const int rows = static_cast<int>(ids.size());
-  if (spec.first()) ops.embed(embed_table, ids.data(), rows, cfg.hc_mult, h);
+// Issue 12: the step's one input is the StepState upload (position, token); every op
+// after it reads them from backend memory, so its calls are the same at every position.
+void Stage::Impl::run_decode(int32_t token, float* h, float* taps) {
+  ws->step_host[kStepPos] = static_cast<int32_t>(pos);
+  ws->step_host[kStepToken] = token;
+  ops.upload_i32(ws->step.data(), ws->step_host.data(), kStepFields);
+  if (spec.first()) ops.embed_dev(embed_table, ws->step_token(), 1, cfg.hc_mult, h);
   LayerContext ctx = context();
-  for (auto& layer : layers) layer->step(ctx, ids.data(), pos, rows, verify, h, taps);
+  ctx.device_step = true;
+  for (auto& layer : layers) layer->decode(ctx, pos, h, taps);
 }
 
 Stage::Stage(Checkpoint& ckpt, Ops& ops, const StageSpec& spec)
@@ -188,9 +191,8 @@ void Stage::decode(int32_t token, float* h, float* taps) {
   if (m.pos == 0) throw Error("decode: no prefill has run (position 0)");
   if (m.pos >= spec_.max_seq)
     throw Error(cat("decode: position ", m.pos, " is past max_seq ", spec_.max_seq));
-  const std::vector<int32_t> ids{token};
-  m.check_tokens(ids, "decode");
-  m.run_step(ids, false, h, taps);
+  m.check_tokens({token}, "decode");
+  m.run_decode(token, h, taps);
   ++m.pos;
 }
 
@@ -204,7 +206,9 @@ void Stage::verify(const std::vector<int32_t>& ids, float* h, float* taps) {
   if (m.pos + t > spec_.max_seq)
     throw Error(cat("verify: positions ", m.pos, " + T ", t, " exceed max_seq ", spec_.max_seq));
   m.check_tokens(ids, "verify");
-  m.run_step(ids, true, h, taps);
+  if (spec_.first()) m.ops.embed(m.embed_table, ids.data(), static_cast<int>(t), m.cfg.hc_mult, h);
+  LayerContext ctx = m.context();
+  for (auto& layer : m.layers) layer->verify(ctx, ids.data(), m.pos, static_cast<int>(t), h, taps);
   m.round_open = true;
   m.round_rows = static_cast<int>(t);
 }

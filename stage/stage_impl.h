@@ -34,7 +34,8 @@ struct Stage::Impl {
   LayerContext context() { return LayerContext{ops, cfg, spec.numerics, *ws, n_targets}; }
   void check_tokens(const std::vector<int32_t>& ids, const char* what) const;
   void check_no_round(const char* what) const;
-  void run_step(const std::vector<int32_t>& ids, bool verify, float* h, float* taps);
+  // One plain decode row at pos (Stage::decode after its checks).
+  void run_decode(int32_t token, float* h, float* taps);
 };
 
 }  // namespace dsv4

@@ -31,8 +31,11 @@ Workspace::Workspace(Ops& ops, const ModelConfig& c, const WorkspaceSizes& sz) :
   moe_out = ops.alloc(r * hidden);
   idx = ops.alloc_i32(r * sz.index_width);
   sel = ops.alloc_i32(r * c.num_experts_per_tok);
+  step = ops.alloc_i32(kStepFields);
+  n_visible = ops.alloc_i32(1);
   idx_host.reserve(r * sz.index_width);
   positions.resize(r);
+  step_host.resize(kStepFields);
 }
 
 uint64_t Workspace::bytes() const {
@@ -40,7 +43,7 @@ uint64_t Workspace::bytes() const {
   for (const FBuf* b : {&y, &x, &post, &comb, &h_mid, &qr, &q, &o, &og, &a, &kv_src, &raw_kv,
                         &raw_score, &iraw_kv, &iraw_score, &qi, &wi, &wt, &moe_out})
     n += b->size() * sizeof(float);
-  return n + (idx.size() + sel.size()) * sizeof(int32_t);
+  return n + (idx.size() + sel.size() + step.size() + n_visible.size()) * sizeof(int32_t);
 }
 
 }  // namespace dsv4

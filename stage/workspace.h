@@ -10,6 +10,11 @@
 
 namespace dsv4 {
 
+// The plain decode step's inputs in backend memory, written once per step by the stage
+// (issue 12): every op of the step reads its position and token from here, so the
+// step's op calls are the same at every position (kernels/ops.h "device step").
+enum StepField : int { kStepPos = 0, kStepToken = 1, kStepFields = 2 };
+
 struct WorkspaceSizes {
   int rows = 0;          // R: rows of every per-row buffer
   int max_blocks = 0;    // most compressed blocks a prefill of R rows emits in a layer
@@ -33,8 +38,14 @@ struct Workspace {
   FBuf qi, wi;            // [R, Ih, Id], [R, Ih] indexer queries and head weights
   FBuf wt, moe_out;       // [R, K], [R, H]
   IBuf idx, sel;          // [R, index_width], [R, K]
+  IBuf step;              // [kStepFields] the plain decode step's StepState
+  IBuf n_visible;         // [1] the decode row's visible indexer blocks (Ops::decode_index)
   std::vector<int32_t> idx_host;   // host staging of idx
   std::vector<int32_t> positions;  // host [R]
+  std::vector<int32_t> step_host;  // host staging of step [kStepFields]
+
+  const int32_t* step_pos() const { return step.data() + kStepPos; }
+  const int32_t* step_token() const { return step.data() + kStepToken; }
 
   uint64_t bytes() const;
 };

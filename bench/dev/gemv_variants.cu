@@ -1,10 +1,15 @@
 // dsv4-dev-gemv: the FP8 GEMV fast path of kernels/cuda/linear.cuh in numbered variants
-// (outputs per warp set NO x chunks ahead U, llm.c dev/cuda style) at the Flash decode
-// shapes, one row: validate (every variant bitwise equal to the shipped one — NO and U
-// change which loads are in flight, never a row's arithmetic), then time with CUDA events.
+// (outputs per warp set NO x chunks ahead U x minimum resident blocks B, llm.c dev/cuda
+// style) at the Flash decode shapes, one row: validate (every variant bitwise equal to the
+// shipped one — NO, U and B change which loads are in flight, never a row's arithmetic),
+// then time with CUDA events. Variants P are the persistent kernel (linear.cuh,
+// gemv_persist_kernel: resident blocks walk the output sets and load the next chunk group
+// before using the current) at other NO / U / B; shipped for one row: P81 B2 from
+// kPersistWideChunks chunks, P41 B2 from kPersistMinChunks.
 // usage: dsv4-dev-gemv [reps]
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,20 +29,33 @@ struct Shape {
   int64_t out, in;
 };
 
-template <int NO, int U>
-float run(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) {
-  a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec);
-  cuda::launch_gemv_chunks<cuda::Fp8Chunks, NO, U>(c, a, 1, s);  // warm-up
+template <class Launch>
+float time_launches(Launch launch, int reps, cudaStream_t s) {
+  launch();  // warm-up
   cudaEvent_t t0, t1;
   DSV4_CUDA_CHECK(cudaEventCreate(&t0));
   DSV4_CUDA_CHECK(cudaEventCreate(&t1));
   DSV4_CUDA_CHECK(cudaEventRecord(t0, s));
-  for (int i = 0; i < reps; ++i) cuda::launch_gemv_chunks<cuda::Fp8Chunks, NO, U>(c, a, 1, s);
+  for (int i = 0; i < reps; ++i) launch();
   DSV4_CUDA_CHECK(cudaEventRecord(t1, s));
   DSV4_CUDA_CHECK(cudaEventSynchronize(t1));
   float ms = 0;
   DSV4_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+  DSV4_CUDA_CHECK(cudaEventDestroy(t0));
+  DSV4_CUDA_CHECK(cudaEventDestroy(t1));
   return ms * 1000.0f / reps;
+}
+
+template <int NO, int U, int B = 1>
+float run(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) {
+  a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec);
+  return time_launches([&] { cuda::launch_gemv_chunks<cuda::Fp8Chunks, NO, U, B>(c, a, 1, s); }, reps, s);
+}
+
+template <int NO, int U, int B>
+float run_persist(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) {
+  a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec);
+  return time_launches([&] { cuda::launch_gemv_persist<cuda::Fp8Chunks, NO, U, B>(c, a, 1, s); }, reps, s);
 }
 
 }  // namespace
@@ -96,6 +114,16 @@ int run_all(int argc, char** argv) {
     report("NO2 U4", run<2, 4>(c, a, reps, s));
     report("NO4 U2", run<4, 2>(c, a, reps, s));
     report("NO4 U4", run<4, 4>(c, a, reps, s));
+    report("NO2U2B3", run<2, 2, 3>(c, a, reps, s));
+    report("NO2U2B4", run<2, 2, 4>(c, a, reps, s));
+    report("NO2U4B3", run<2, 4, 3>(c, a, reps, s));
+    report("P21 B3", run_persist<2, 1, 3>(c, a, reps, s));
+    report("P41 B2", run_persist<4, 1, 2>(c, a, reps, s));
+    report("P41 B3", run_persist<4, 1, 3>(c, a, reps, s));
+    report("P42 B2", run_persist<4, 2, 2>(c, a, reps, s));
+    report("P81 B1", run_persist<8, 1, 1>(c, a, reps, s));
+    report("P81 B2", run_persist<8, 1, 2>(c, a, reps, s));
+    report("P161 B1", run_persist<16, 1, 1>(c, a, reps, s));
     DSV4_CUDA_CHECK(cudaFree(d_codes));
     DSV4_CUDA_CHECK(cudaFree(d_scales));
     DSV4_CUDA_CHECK(cudaFree(d_x));

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/error.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/compressor.h"
+#include "kernels/cpu/decode_step.h"
 #include "kernels/cpu/hc.h"
 #include "kernels/cpu/head.h"
 #include "kernels/cpu/indexer.h"
@@ -50,6 +52,10 @@ class CpuOps final : public Ops {
   void embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) override {
     cpu_embed(table, ids, s, hc, h);
   }
+  // Backend memory is host memory: the *_dev ops are their host twins.
+  void embed_dev(const TensorView& table, const int32_t* ids, int s, int hc, float* h) override {
+    cpu_embed(table, ids, s, hc, h);
+  }
   void rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps,
                float* y) override {
     cpu_rmsnorm(cache_, x, w, rows, n, eps, y);
@@ -59,6 +65,10 @@ class CpuOps final : public Ops {
   }
   void rope(float* v, int rows, int heads, int dim, const RopeTable& t,
             const int32_t* positions, bool inverse) override {
+    cpu_rope(v, rows, heads, dim, t, positions, inverse);
+  }
+  void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                const int32_t* positions, bool inverse) override {
     cpu_rope(v, rows, heads, dim, t, positions, inverse);
   }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override {
@@ -126,6 +136,16 @@ class CpuOps final : public Ops {
     cpu_indexer_topk(q, w, rows, heads, dim, wscale, keys, n_visible, width, index_base, idx,
                      idx_stride, col0);
   }
+  void indexer_topk_dev(const float* q, const float* w, int rows, int heads, int dim,
+                        float wscale, const float* keys, const int32_t* n_visible, int n_cap,
+                        int width, int index_base, int32_t* idx, int idx_stride,
+                        int col0) override {
+    for (int t = 0; t < rows; ++t)
+      DSV4_CHECK(n_visible[t] <= n_cap, "indexer_topk_dev: row ", t, " sees ", n_visible[t],
+                 " keys, more than n_cap ", n_cap);
+    cpu_indexer_topk(q, w, rows, heads, dim, wscale, keys, n_visible, width, index_base, idx,
+                     idx_stride, col0);
+  }
   void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                       const int32_t* idx, int width, const TensorView& sink, float scale,
                       float* o) override {
@@ -136,6 +156,11 @@ class CpuOps final : public Ops {
              int n_experts, int k, float route_scale, int32_t* sel, float* wt) override {
     cpu_route(cache_, b, x, rows, ids, hidden, n_experts, k, route_scale, sel, wt);
   }
+  void route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
+                 int hidden, int n_experts, int k, float route_scale, int32_t* sel,
+                 float* wt) override {
+    cpu_route(cache_, b, x, rows, ids, hidden, n_experts, k, route_scale, sel, wt);
+  }
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override {
     cpu_moe(cache_, b, x, rows, sel, wt, k, swiglu_limit, num, out);
@@ -144,6 +169,20 @@ class CpuOps final : public Ops {
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override {
     moe(b, x, rows, sel, wt, k, swiglu_limit, num, out);
+  }
+
+  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
+                    size_t n) override {
+    cpu_copy_to_slot(base, pos, slots, src, n);
+  }
+  void decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
+                    int32_t* n_visible) override {
+    cpu_decode_index(pos, ratio, window, tail_width, idx, n_visible);
+  }
+  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
+                   float* pend_score, const RopeTable& rope, double norm_eps,
+                   const Numerics& num, float* store) override {
+    cpu_compress_at(cache_, c, pos, pend_kv, pend_score, rope, norm_eps, num, store);
   }
 
   void argmax(const float* logits, int rows, int64_t n, int32_t* out) override {

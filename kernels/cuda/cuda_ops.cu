@@ -32,13 +32,16 @@ __global__ void add_kernel(float* y, const float* x, size_t n) {
     y[i] += x[i];
 }
 
-// §4.1: h[t, c, :] = table[ids[t], :] for c < hc (exact bf16 -> f32 widening).
+// §4.1: h[t, c, :] = table[ids[t], :] for c < hc (exact bf16 -> f32 widening); an id
+// outside [0, vocab) gives a NaN row (embed_dev cannot refuse it by name, kernels/ops.h).
 __global__ void embed_kernel(cuda::DenseW table, const int32_t* ids, int s, int hc, int hidden,
-                             float* h) {
+                             int64_t vocab, float* h) {
   for (int t = blockIdx.y; t < s; t += gridDim.y) {
-    const int64_t src = static_cast<int64_t>(ids[t]) * hidden;
+    const int64_t id = ids[t];
+    const bool known = id >= 0 && id < vocab;
+    const int64_t src = known ? id * hidden : 0;
     for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < hidden; d += gridDim.x * blockDim.x) {
-      const float v = table.at(src + d);
+      const float v = known ? table.at(src + d) : NAN;
       for (int c = 0; c < hc; ++c) h[(static_cast<int64_t>(t) * hc + c) * hidden + d] = v;
     }
   }
@@ -49,6 +52,9 @@ __global__ void embed_kernel(cuda::DenseW table, const int32_t* ids, int s, int 
 CudaOps::CudaOps(int device) : device_(device) {
   activate();
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&split_stream_, cudaStreamNonBlocking));
+  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&split_fork_, cudaEventDisableTiming));
+  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&split_done_, cudaEventDisableTiming));
   DSV4_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ring_), kUploadRing, cudaHostAllocDefault));
 }
 
@@ -56,15 +62,26 @@ CudaOps::~CudaOps() {
   // Destructors cannot throw: release what we own and ignore late errors.
   cudaSetDevice(device_);
   if (stream_) cudaStreamSynchronize(stream_);
+  if (split_stream_) cudaStreamSynchronize(split_stream_);
   for (auto& [key, r] : weights_) cudaFree(r.ptr);
   for (auto& [key, r] : ropes_) cudaFree(r.ptr);
   for (auto& [key, e] : experts_) cudaFree(e.table.ptr);
+  for (auto& [key, r] : hash_tables_) cudaFree(r.ptr);
   for (auto& s : scratch_) cudaFree(s.ptr);
   if (ring_) cudaFreeHost(ring_);
+  if (split_done_) cudaEventDestroy(split_done_);
+  if (split_fork_) cudaEventDestroy(split_fork_);
+  if (split_stream_) cudaStreamDestroy(split_stream_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
 void CudaOps::activate() const { DSV4_CUDA_CHECK(cudaSetDevice(device_)); }
+
+void CudaOps::join_split() {
+  if (!split_pending_) return;
+  DSV4_CUDA_CHECK(cudaStreamWaitEvent(stream_, split_done_, 0));
+  split_pending_ = false;
+}
 
 // ---- memory ----
 // Buffers are zeroed on the compute stream: a plain cudaMemset runs on the legacy default
@@ -110,6 +127,7 @@ void CudaOps::fill_i32(int32_t* dst, int32_t value, size_t n) {
 void CudaOps::copy(float* dst, const float* src, size_t n) {
   if (n == 0) return;
   activate();
+  join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
 }
 
@@ -135,6 +153,7 @@ void CudaOps::upload(float* dst, const float* host, size_t n) { upload_bytes(dst
 void CudaOps::download(float* host, const float* src, size_t n) {
   if (n == 0) return;
   activate();
+  join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -146,12 +165,14 @@ void CudaOps::upload_i32(int32_t* dst, const int32_t* host, size_t n) {
 void CudaOps::download_i32(int32_t* host, const int32_t* src, size_t n) {
   if (n == 0) return;
   activate();
+  join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void CudaOps::synchronize() {
   activate();
+  join_split();
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -276,17 +297,25 @@ void CudaOps::add(float* y, const float* x, size_t n) {
 void CudaOps::embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) {
   if (table.shape.size() != 2)
     throw Error(cat("embed: table '", table.name, "' must be 2-D [V, H]"));
-  const int64_t vocab = table.dim(0), hidden = table.dim(1);
+  const int64_t vocab = table.dim(0);
   for (int t = 0; t < s; ++t)
     if (ids[t] < 0 || ids[t] >= vocab)
       throw Error(cat("embed: token id ", ids[t], " at row ", t, " outside [0, ", vocab,
                       ") of '", table.name, "'"));
   if (s == 0) return;
   activate();
+  embed_dev(table, stage_i32(Slot::host_args, ids, static_cast<size_t>(s)), s, hc, h);
+}
+
+void CudaOps::embed_dev(const TensorView& table, const int32_t* ids, int s, int hc, float* h) {
+  if (table.shape.size() != 2)
+    throw Error(cat("embed: table '", table.name, "' must be 2-D [V, H]"));
+  if (s == 0) return;
+  activate();
+  const int64_t vocab = table.dim(0), hidden = table.dim(1);
   const cuda::DenseW w = dense(table, hidden);
-  const int32_t* d_ids = stage_i32(Slot::host_args, ids, static_cast<size_t>(s));
   const dim3 grid(blocks_for(hidden, kThreads), grid_rows(s));
-  embed_kernel<<<grid, kThreads, 0, stream_>>>(w, d_ids, s, hc, static_cast<int>(hidden), h);
+  embed_kernel<<<grid, kThreads, 0, stream_>>>(w, ids, s, hc, static_cast<int>(hidden), vocab, h);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

@@ -45,11 +45,14 @@ class CudaOps final : public Ops {
 
   void add(float* y, const float* x, size_t n) override;
   void embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) override;
+  void embed_dev(const TensorView& table, const int32_t* ids, int s, int hc, float* h) override;
   void rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps,
                float* y) override;
   void head_rms(float* v, int vectors, int n, double eps) override;
   void rope(float* v, int rows, int heads, int dim, const RopeTable& t,
             const int32_t* positions, bool inverse) override;
+  void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                const int32_t* positions, bool inverse) override;
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override;
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
 
@@ -83,12 +86,19 @@ class CudaOps final : public Ops {
   void indexer_topk(const float* q, const float* w, int rows, int heads, int dim, float wscale,
                     const float* keys, const int32_t* n_visible, int width, int index_base,
                     int32_t* idx, int idx_stride, int col0) override;
+  void indexer_topk_dev(const float* q, const float* w, int rows, int heads, int dim,
+                        float wscale, const float* keys, const int32_t* n_visible, int n_cap,
+                        int width, int index_base, int32_t* idx, int idx_stride,
+                        int col0) override;
   void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                       const int32_t* idx, int width, const TensorView& sink, float scale,
                       float* o) override;
 
   void route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
              int n_experts, int k, float route_scale, int32_t* sel, float* wt) override;
+  void route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
+                 int hidden, int n_experts, int k, float route_scale, int32_t* sel,
+                 float* wt) override;
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override;
   // The prefill MoE, grouped by expert (kernels/cuda/moe_prefill.cu).
@@ -96,14 +106,32 @@ class CudaOps final : public Ops {
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
 
+  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
+                    size_t n) override;
+  void decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
+                    int32_t* n_visible) override;
+  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
+                   float* pend_score, const RopeTable& rope, double norm_eps,
+                   const Numerics& num, float* store) override;
+
   void argmax(const float* logits, int rows, int64_t n, int32_t* out) override;
 
  private:
   // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
-  // gemm_*: the prefill GEMMs' bf16 weight, bf16 activation terms and cuBLASLt workspace.
-  enum class Slot { host_args, host_args2, f32_a, f32_b, gemm_w, gemm_x, gemm_ws, count };
+  // step_block: compress_at's block row and its rope position (issue 12). hc_part: hc_pre's
+  // mix partials, which the Sinkhorn split reads on split_stream_ (its own slot: no other
+  // op may reuse it while the split runs). gemm_*: the prefill GEMMs' bf16 weight, bf16
+  // activation terms and cuBLASLt workspace.
+  enum class Slot { host_args, host_args2, f32_a, f32_b, step_block, hc_part, gemm_w, gemm_x, gemm_ws, count };
 
   void activate() const;  // cudaSetDevice(device_)
+  // hc_pre's Sinkhorn split (post, comb) runs on split_stream_, off the critical path
+  // (issue 12: 86 serial f64 chains of ~24 us per token); only hc_post reads post / comb
+  // in a step. join_split() orders stream_ after the pending split; hc_post, hc_pre,
+  // hc_head, copy, download*, synchronize and the destructor call it, so every reader of
+  // post / comb — and any host read — sees the split done. Events, not host waits: the
+  // fork and join are captured into a CUDA graph as a parallel branch.
+  void join_split();
   void* scratch(Slot slot, size_t bytes);
   float* scratch_f32(Slot slot, size_t n) { return static_cast<float*>(scratch(slot, n * 4)); }
   // Host int32 array -> device scratch (no cudaMalloc on the hot path once grown).
@@ -127,6 +155,14 @@ class CudaOps final : public Ops {
   // Device array of the block's experts (cuda::ExpertW [E]), built once per block; sets
   // *inter to the common expert width I.
   const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter);
+  // Device copy of a hash layer's tid2eid [V, k], checked once against [0, n_experts);
+  // keyed by the block's gate weight (the table's own vector has no storage identity).
+  const int32_t* hash_table(const BlockWeights& b, int n_experts, int k);
+  // The pool, norm, rope and quantizer of compress_blocks at rope positions `positions`
+  // (backend [n_blocks]).
+  void compress_rows(const CompressorWeights& c, const float* kv, const float* score, int n_blocks,
+                     const float* prev_kv, const float* prev_score, const int32_t* positions,
+                     const RopeTable& rope, double norm_eps, const Numerics& num, float* out);
 
   // The GEMV family of linear.cuh: one problem (groups on grid.z), its fast path (false,
   // nothing launched, when x's layout does not allow 128-bit loads), and the plain case
@@ -148,12 +184,16 @@ class CudaOps final : public Ops {
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t split_stream_ = nullptr;
+  cudaEvent_t split_fork_ = nullptr, split_done_ = nullptr;
+  bool split_pending_ = false;
   using Key = std::pair<uint64_t, const void*>;  // (TensorView::storage, data)
   struct Resident { void* ptr; size_t nbytes; };
   std::map<Key, Resident> weights_;
   std::map<uint64_t, Resident> ropes_;  // keyed by RopeTable::id
   struct ExpertTable { Resident table; int inter; };
   std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
+  std::map<Key, Resident> hash_tables_;  // keyed by the gate weight's bytes
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };
   Scratch scratch_[static_cast<int>(Slot::count)];
   uint8_t* ring_ = nullptr;  // pinned host memory, kUploadRing bytes

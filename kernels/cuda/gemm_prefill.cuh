@@ -16,6 +16,7 @@ struct GemmProblem {
   const uint16_t* w = nullptr;
   GemvArgs a;
   int batches = 1;
+  float alpha = 1.0f;  // y = alpha (w x): NVFP4's per-tensor scale_2 (moe_prefill.cu)
   std::string name;
 };
 

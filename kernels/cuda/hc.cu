@@ -1,9 +1,11 @@
 // Hyper-connection ops (MODEL.md §4.4, §4.5, §4.25 steps 1-3, SPECDECODE.md §2.3).
-// hc_pre / hc_head are two launches: the mix partials (every (row, mix) dot split over fixed
-// 128-column slices, f64), then per row the fixed-order combine of the slices feeding the
-// collapse blocks and one split block (the f64 Sinkhorn, every arm §3.2). The slices, the
-// combine tree and the row tiles are fixed by the shapes, never by the row count (§6.3).
-// Collapse / post / mean are elementwise in the CPU's order.
+// hc_pre / hc_head: the mix partials (every (row, mix) dot split over fixed 128-column
+// slices, f64), then per row the fixed-order combine of the slices feeding the collapse
+// blocks (y) and, for hc_pre, one split block (the f64 Sinkhorn, every arm §3.2) launched on
+// the split stream so the serial chain runs beside the attention / MoE that need only y
+// (CudaOps::join_split). The slices, the combine tree and the row tiles are fixed by the
+// shapes, never by the row count (§6.3). Collapse / post / mean are elementwise in the
+// CPU's order.
 #include <algorithm>
 
 #include "base/cuda_check.h"
@@ -167,7 +169,8 @@ __device__ void hc_split_row(const double* raw, double rs, int64_t t, int hc, co
     if (lane + r * cuda::kWarp < n) a.comb[t * n + lane + r * cuda::kWarp] = static_cast<float>(v[r]);
 }
 
-// Grid (collapse blocks [+ 1 split block when a.post], rows); blockDim.x columns a block.
+// Grid (collapse blocks, rows) when a.post is null, (1 split block, rows) when it is set;
+// blockDim.x columns a block.
 // raw[j] = the slices of part summed lane-strided in ascending slice, then the butterfly;
 // rs = 1/sqrt(raw[m] / width + norm_eps) (§4.4 step 1). Collapse blocks: pre[c] =
 // sigma(mix(c) scale[0] + base[c]) + hc_eps rounded to f32 (§4.4 step 2 / §4.25 step 2),
@@ -180,7 +183,7 @@ hc_apply_kernel(const float* h, const double* part, int64_t slices, int64_t rows
   __shared__ double mat[kMaxHc * kMaxHc];
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int warps = blockDim.x / cuda::kWarp;
-  const bool split = a.post != nullptr && blockIdx.x == gridDim.x - 1;  // block-uniform
+  const bool split = a.post != nullptr;  // grid-uniform
   const int64_t d = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   const bool col = !split && d < hidden;
   for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
@@ -245,19 +248,35 @@ __global__ void hc_mean_kernel(const float* h, int64_t rows, int hc, int hidden,
   }
 }
 
-// §4.4 steps 1-3 (a.post set) or §4.25 steps 1-3 on h [s, hc, hidden] with fn [m, hc*hidden];
-// part holds s * (m + 1) * slices doubles.
+// Where the split block runs: `stream` waits for nothing of it until CudaOps::join_split.
+struct SplitLaunch {
+  cudaStream_t stream;
+  cudaEvent_t fork, done;  // recorded after the mix partials / after the split
+};
+
+// §4.4 steps 1-3 (a.post set; the split on `side`) or §4.25 steps 1-3 on h [s, hc, hidden]
+// with fn [m, hc*hidden]; part holds s * (m + 1) * slices doubles.
 void launch_mix_collapse(cudaStream_t stream, const float* h, int s, int hc, int hidden,
                          const cuda::DenseW& fn, int m, double norm_eps, const SplitArgs& a,
-                         double* part, float* y) {
+                         const SplitLaunch* side, double* part, float* y) {
   const int64_t width = static_cast<int64_t>(hc) * hidden, slices = slices_of(width);
   const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
   const dim3 mix_grid(static_cast<unsigned>(slices), cuda::grid_rows((s + kRowTile - 1) / kRowTile));
   hc_mix_partial_kernel<<<mix_grid, mix_threads, 0, stream>>>(h, s, width, fn, m, part);
   DSV4_CUDA_LAUNCH_CHECK();
+  if (a.post) {
+    DSV4_CUDA_CHECK(cudaEventRecord(side->fork, stream));
+    DSV4_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
+    hc_apply_kernel<<<dim3(1, cuda::grid_rows(s)), kMaxThreads, 0, side->stream>>>(
+        h, part, slices, s, hc, hidden, m, norm_eps, a, y);
+    DSV4_CUDA_LAUNCH_CHECK();
+    DSV4_CUDA_CHECK(cudaEventRecord(side->done, side->stream));
+  }
+  SplitArgs collapse = a;
+  collapse.post = collapse.comb = nullptr;
   const int collapse_blocks = (hidden + kMaxThreads - 1) / kMaxThreads;
-  const dim3 apply_grid(static_cast<unsigned>(collapse_blocks + (a.post ? 1 : 0)), cuda::grid_rows(s));
-  hc_apply_kernel<<<apply_grid, kMaxThreads, 0, stream>>>(h, part, slices, s, hc, hidden, m, norm_eps, a, y);
+  hc_apply_kernel<<<dim3(collapse_blocks, cuda::grid_rows(s)), kMaxThreads, 0, stream>>>(
+      h, part, slices, s, hc, hidden, m, norm_eps, collapse, y);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
@@ -273,10 +292,13 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   require_numel(p.scale, 3, "hc_pre scale");
   if (s == 0) return;
   activate();
+  join_split();  // the previous split still reads hc_part and writes its post / comb
   const SplitArgs a{dense(p.scale, 3), dense(p.base, m), hc_eps, sinkhorn_iters, post, comb};
   const size_t parts = static_cast<size_t>(s) * (m + 1) * slices_of(width);
-  double* part = static_cast<double*>(scratch(Slot::f32_a, parts * sizeof(double)));
-  launch_mix_collapse(stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a, part, y);
+  double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
+  const SplitLaunch side{split_stream_, split_fork_, split_done_};
+  launch_mix_collapse(stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a, &side, part, y);
+  split_pending_ = true;
 }
 
 void CudaOps::hc_post(const float* x, const float* res, const float* post, const float* comb, int s,
@@ -284,6 +306,7 @@ void CudaOps::hc_post(const float* x, const float* res, const float* post, const
   const int64_t n = static_cast<int64_t>(s) * hc * hidden;
   if (n == 0) return;
   activate();
+  join_split();  // post and comb
   hc_post_kernel<<<cuda::blocks_for(n, kThreads), kThreads, 0, stream_>>>(x, res, post, comb, s, hc,
                                                                          hidden, out);
   DSV4_CUDA_LAUNCH_CHECK();
@@ -298,10 +321,12 @@ void CudaOps::hc_head(const float* h, int s, int hc, int hidden, const HeadWeigh
   require_numel(w.hc_head_scale, 1, "hc_head scale");
   if (s == 0) return;
   activate();
+  join_split();  // hc_part is the split's until then
   const SplitArgs a{dense(w.hc_head_scale, 1), dense(w.hc_head_base, hc), hc_eps, 0, nullptr, nullptr};
   const size_t parts = static_cast<size_t>(s) * (hc + 1) * slices_of(width);
-  double* part = static_cast<double*>(scratch(Slot::f32_a, parts * sizeof(double)));
-  launch_mix_collapse(stream_, h, s, hc, hidden, dense(w.hc_head_fn, width), hc, norm_eps, a, part, y);
+  double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
+  launch_mix_collapse(stream_, h, s, hc, hidden, dense(w.hc_head_fn, width), hc, norm_eps, a, nullptr,
+                      part, y);
 }
 
 void CudaOps::hc_mean(const float* h, int s, int hc, int hidden, float* out, int out_stride) {

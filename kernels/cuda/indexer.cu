@@ -33,6 +33,12 @@ constexpr int kMaxWidth = 1024;  // the final sort network
 constexpr uint64_t kNoCandidate = ~uint64_t{0};
 static_assert(kSelectWarps == cuda::kWarp, "block_exclusive_count scans one warp count per lane");
 
+// Row t's visible keys, within [0, n_max] (a device n_visible is not checked on the host).
+__device__ int64_t visible_keys(const int32_t* n_visible, int t, int64_t n_max) {
+  const int64_t n = n_visible[t];
+  return n < 0 ? 0 : (n > n_max ? n_max : n);
+}
+
 // score[t, j] = sum_h fl32(w[t,h] * wscale) * max(0, q[t,h,:] . keys[j,:]) for j < n_visible[t].
 // Shared rows are padded by one float4 so the 32 lanes' key rows hit distinct bank groups.
 __global__ void __launch_bounds__(kScoreThreads)
@@ -50,7 +56,7 @@ indexer_score_kernel(const float* __restrict__ q, const float* __restrict__ w, i
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int64_t j0 = static_cast<int64_t>(blockIdx.x) * kTileKeys;
   for (int t = blockIdx.y; t < rows; t += gridDim.y) {
-    const int64_t n = n_visible[t];
+    const int64_t n = visible_keys(n_visible, t, n_max);
     if (j0 >= n) continue;  // uniform per block
     __syncthreads();        // the previous row's tiles are consumed
     for (int k = warp; k < kTileKeys; k += kScoreWarps)
@@ -142,7 +148,7 @@ indexer_select_kernel(const float* __restrict__ scores, int rows, int64_t n_max,
   __shared__ unsigned pick[3];  // digit, need within it, keys in it
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   for (int t = blockIdx.x; t < rows; t += gridDim.x) {
-    const int64_t n = n_visible[t];
+    const int64_t n = visible_keys(n_visible, t, n_max);
     const float* st = scores + static_cast<int64_t>(t) * n_max;
     const int keep = static_cast<int>(n < width ? n : width);
     int32_t* out = idx + static_cast<int64_t>(t) * idx_stride + col0;
@@ -242,6 +248,22 @@ indexer_select_kernel(const float* __restrict__ scores, int rows, int64_t n_max,
 void CudaOps::indexer_topk(const float* q, const float* w, int rows, int heads, int dim,
                            float wscale, const float* keys, const int32_t* n_visible, int width,
                            int index_base, int32_t* idx, int idx_stride, int col0) {
+  int64_t n_max = 0;
+  for (int t = 0; t < rows; ++t) {
+    DSV4_CHECK(n_visible[t] >= 0, "row ", t, " n_visible ", n_visible[t]);
+    n_max = std::max<int64_t>(n_max, n_visible[t]);
+  }
+  activate();
+  const int32_t* d_nvis = stage_i32(Slot::host_args, n_visible, static_cast<size_t>(rows));
+  indexer_topk_dev(q, w, rows, heads, dim, wscale, keys, d_nvis, static_cast<int>(n_max), width,
+                   index_base, idx, idx_stride, col0);
+}
+
+// The grid covers n_cap keys whatever the rows see (blocks past a row's n_visible return
+// at once), so the launch is the same at every position (issue 12).
+void CudaOps::indexer_topk_dev(const float* q, const float* w, int rows, int heads, int dim,
+                               float wscale, const float* keys, const int32_t* n_visible, int n_cap,
+                               int width, int index_base, int32_t* idx, int idx_stride, int col0) {
   DSV4_CHECK(col0 >= 0 && col0 + width <= idx_stride, "col0 ", col0, " width ", width, " stride ",
              idx_stride);
   if (width > kMaxWidth)
@@ -250,14 +272,10 @@ void CudaOps::indexer_topk(const float* q, const float* w, int rows, int heads, 
     throw Error(cat("indexer_topk: head dim ", dim, " is not a multiple of 4 up to ", kMaxIndexDim,
                     " (the CUDA scoring tile)"));
   if (heads <= 0) throw Error(cat("indexer_topk: ", heads, " heads; the indexer needs at least one"));
+  DSV4_CHECK(n_cap >= 0, "indexer_topk: n_cap ", n_cap);
   if (rows == 0 || width == 0) return;
-  int64_t n_max = 0;
-  for (int t = 0; t < rows; ++t) {
-    DSV4_CHECK(n_visible[t] >= 0, "row ", t, " n_visible ", n_visible[t]);
-    n_max = std::max<int64_t>(n_max, n_visible[t]);
-  }
   activate();
-  const int32_t* d_nvis = stage_i32(Slot::host_args, n_visible, static_cast<size_t>(rows));
+  const int64_t n_max = n_cap;
   float* scores = scratch_f32(Slot::f32_a, static_cast<size_t>(rows) * std::max<int64_t>(n_max, 1));
   if (n_max > 0) {
     const size_t smem = static_cast<size_t>((kTileKeys + kHeadChunk) * (dim + 4) + kHeadChunk * kTileKeys) *
@@ -266,12 +284,12 @@ void CudaOps::indexer_topk(const float* q, const float* w, int rows, int heads, 
                                          static_cast<int>(smem)));
     const bool vec = cuda::aligned16(q) && cuda::aligned16(keys);
     const dim3 grid(static_cast<unsigned>((n_max + kTileKeys - 1) / kTileKeys), cuda::grid_rows(rows));
-    indexer_score_kernel<<<grid, kScoreThreads, smem, stream_>>>(q, w, rows, heads, dim, wscale, keys, d_nvis,
-                                                                n_max, vec, scores);
+    indexer_score_kernel<<<grid, kScoreThreads, smem, stream_>>>(q, w, rows, heads, dim, wscale, keys,
+                                                                n_visible, n_max, vec, scores);
     DSV4_CUDA_LAUNCH_CHECK();
   }
   const unsigned blocks = static_cast<unsigned>(rows > 65535 ? 65535 : rows);
-  indexer_select_kernel<<<blocks, kSelectThreads, 0, stream_>>>(scores, rows, n_max, d_nvis, width,
+  indexer_select_kernel<<<blocks, kSelectThreads, 0, stream_>>>(scores, rows, n_max, n_visible, width,
                                                                 index_base, idx, idx_stride, col0);
   DSV4_CUDA_LAUNCH_CHECK();
 }

@@ -23,6 +23,7 @@
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -34,6 +35,15 @@ constexpr int kGemvThreads = kGemvWarps * kWarp;
 constexpr int kGemvOutputs = 2;  // NO: outputs per warp set (x chunks reused NO times)
 constexpr int kGemvAhead = 2;    // U: chunks in flight per weight row and lane (dsv4-dev-gemv)
 constexpr int kGemvRows = 8;     // R of the multi-row instantiation (verify rounds)
+// The one-row persistent kernel (gemv_persist_kernel): outputs per warp set, chunks ahead
+// and resident blocks per SM by weight size (dsv4-dev-gemv on an H200, every variant bitwise
+// equal): from 32 MiB NO 8 (2.08-2.19 TB/s on the 33.6 MB Flash matrices; the chunk kernel
+// 1.39-1.51), from 8 MiB NO 4 (1.22 against 1.01), below it the chunk kernel (the 2-4 MB
+// matrices are one wave, where fewer outputs per warp set win).
+constexpr int kPersistAhead = 1, kPersistBlocks = 2;
+constexpr int kPersistOutputs = 4, kPersistWideOutputs = 8;
+constexpr int64_t kPersistMinChunks = int64_t{1} << 19;   // 8 MiB of 16-byte chunks
+constexpr int64_t kPersistWideChunks = int64_t{1} << 21;  // 32 MiB
 
 // One GEMV problem, G groups on grid.z (grouped wo_a, §4.21): for group g, output n < n_out,
 // row r < rows: y[r*y_stride + g*y_group + n] = sum_k a(x[r*x_stride + g*x_group + k]) *
@@ -120,8 +130,24 @@ struct F32Chunks {
 
 // ---- fast path ----
 
-template <class C, int R, int NO, int U>
-__global__ void __launch_bounds__(kGemvThreads) gemv_chunk_kernel(C w, GemvArgs a) {
+// x[0 .. kVec) by 128-bit loads (16-byte aligned), bf16-rounded when act_bf16 (L-bf16).
+template <int kVec>
+__device__ inline void load_x(const float* x, bool act_bf16, float (&xs)[kVec]) {
+#pragma unroll
+  for (int i = 0; i < kVec; i += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(x + i);
+    xs[i] = v.x;
+    xs[i + 1] = v.y;
+    xs[i + 2] = v.z;
+    xs[i + 3] = v.w;
+  }
+  if (act_bf16)
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) xs[i] = bf16_round(xs[i]);
+}
+
+template <class C, int R, int NO, int U, int MinBlocks = 1>
+__global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_chunk_kernel(C w, GemvArgs a) {
   constexpr int kVec = C::kVec;
   __shared__ float part[kGemvWarps][R][NO];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -166,17 +192,7 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_chunk_kernel(C w, GemvArgs 
       for (int r = 0; r < R; ++r) {
         if (r >= nr) break;
         float xs[kVec];
-#pragma unroll
-        for (int i = 0; i < kVec; i += 4) {
-          const float4 v = *reinterpret_cast<const float4*>(x + r * a.x_stride + c0 + i);
-          xs[i] = v.x;
-          xs[i + 1] = v.y;
-          xs[i + 2] = v.z;
-          xs[i + 3] = v.w;
-        }
-        if (a.act_bf16)
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) xs[i] = bf16_round(xs[i]);
+        load_x(x + r * a.x_stride + c0, a.act_bf16, xs);
 #pragma unroll
         for (int o = 0; o < NO; ++o) {
           float lo = 0.0f, hi = 0.0f;  // two independent chains per chunk
@@ -205,6 +221,84 @@ __global__ void __launch_bounds__(kGemvThreads) gemv_chunk_kernel(C w, GemvArgs 
       for (int j = 1; j < splits; ++j) s += part[warp + j][r][o];
       a.y[(r0 + r) * a.y_stride + g * a.y_group + n0 + o] = s;
     }
+  }
+}
+
+// One row, persistent (issue 12: the chunk kernel loads only between its decode, butterfly
+// and split combine, 1.3-1.5 TB/s): a grid of resident blocks walks the output sets, and a
+// lane loads its next chunk group — of the same set or of the set it takes next — before it
+// uses the current one. A set's per-(output, chunk) arithmetic and combine order are the
+// chunk kernel's, so the bits are the same (dsv4-dev-gemv checks it) and R-I3 holds with
+// the R-row chunk kernel of verify rounds.
+template <class C, int NO, int U, int MinBlocks>
+__global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_persist_kernel(C w, GemvArgs a) {
+  constexpr int kVec = C::kVec;
+  __shared__ float part[kGemvWarps][NO];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int splits = a.splits, sets = kGemvWarps / splits;
+  const int set = warp / splits, split = warp % splits;
+  const int64_t total = (a.n_out + NO - 1) / NO, step = int64_t{gridDim.x} * sets;
+  const int64_t chunks = a.k_in / kVec, stride = int64_t{kWarp} * splits, first = split * kWarp + lane;
+  const int64_t g = blockIdx.z;
+  const float* x = a.x + g * a.x_group;
+  const int64_t wrow = a.w_row0 + g * a.w_group;  // + the output
+  uint4 next[U][NO];
+  auto load = [&](int64_t n0, int64_t base) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int o = 0; o < NO; ++o)
+        if (n0 + o < a.n_out && base + u * stride < chunks) next[u][o] = w.raw(wrow + n0 + o, (base + u * stride) * kVec);
+  };
+  int64_t sb = int64_t{blockIdx.x} * sets;
+  load((sb + set) * NO, first);
+  for (; sb < total; sb += step) {  // block-uniform
+    const int64_t n0 = (sb + set) * NO;
+    float acc[NO];
+#pragma unroll
+    for (int o = 0; o < NO; ++o) acc[o] = 0.0f;
+    for (int64_t base = first; base < chunks; base += stride * U) {
+      uint4 raw[U][NO];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int o = 0; o < NO; ++o) raw[u][o] = next[u][o];
+      if (base + stride * U < chunks) load(n0, base + stride * U);
+      else load(n0 + step * NO, first);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c0 = (base + u * stride) * kVec;
+        if (base + u * stride >= chunks) break;
+        float xs[kVec];
+        load_x(x + c0, a.act_bf16, xs);
+#pragma unroll
+        for (int o = 0; o < NO; ++o) {
+          if (n0 + o >= a.n_out) continue;
+          float wv[kVec];
+          w.decode(raw[u][o], wv);
+          const float ws = w.scale(wrow + n0 + o, c0);
+          float lo = 0.0f, hi = 0.0f;
+#pragma unroll
+          for (int i = 0; i < kVec / 2; ++i) {
+            lo = fmaf(xs[i], wv[i], lo);
+            hi = fmaf(xs[kVec / 2 + i], wv[kVec / 2 + i], hi);
+          }
+          acc[o] = fmaf(lo + hi, ws, acc[o]);
+        }
+      }
+    }
+#pragma unroll
+    for (int o = 0; o < NO; ++o) {
+      const float v = warp_sum(acc[o]);
+      if (lane == 0) part[warp][o] = v;
+    }
+    __syncthreads();
+    if (split == 0 && lane < NO && n0 + lane < a.n_out) {
+      float s = part[warp][lane];
+      for (int j = 1; j < splits; ++j) s += part[warp + j][lane];
+      a.y[g * a.y_group + n0 + lane] = s;
+    }
+    __syncthreads();  // part is read before the next set writes it
   }
 }
 
@@ -238,16 +332,37 @@ inline int gemv_splits(int64_t outputs, int64_t chunks) {
   return s;
 }
 
+// The persistent kernel with a.splits set (rows == 1): as many blocks as are resident at
+// once on this device, at most one per output-set group.
+template <class C, int NO = kPersistOutputs, int U = kPersistAhead, int MinBlocks = kPersistBlocks>
+void launch_gemv_persist(const C& c, const GemvArgs& a, int groups, cudaStream_t stream) {
+  static const int per_sm = [] {
+    int n = 0;
+    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, gemv_persist_kernel<C, NO, U, MinBlocks>, kGemvThreads, 0));
+    return n;
+  }();
+  int device = 0, sms = 0;
+  DSV4_CUDA_CHECK(cudaGetDevice(&device));
+  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
+  const int64_t need = (sets + per_block - 1) / per_block;
+  const int64_t resident = std::max<int64_t>(1, int64_t{sms} * per_sm / groups);
+  const unsigned gx = static_cast<unsigned>(std::min(need, resident));
+  gemv_persist_kernel<C, NO, U, MinBlocks><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
 // Launches the fast path with a.splits already set; R = 1 for one row, kGemvRows otherwise.
-template <class C, int NO = kGemvOutputs, int U = kGemvAhead>
+template <class C, int NO = kGemvOutputs, int U = kGemvAhead, int MinBlocks = 1>
 void launch_gemv_chunks(const C& c, const GemvArgs& a, int groups, cudaStream_t stream) {
   const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
   const unsigned gx = static_cast<unsigned>((sets + per_block - 1) / per_block);
   if (a.rows == 1) {
-    gemv_chunk_kernel<C, 1, NO, U><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
+    gemv_chunk_kernel<C, 1, NO, U, MinBlocks><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
   } else {
     const unsigned gy = static_cast<unsigned>((a.rows + kGemvRows - 1) / kGemvRows);
-    gemv_chunk_kernel<C, kGemvRows, NO, U><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
+    gemv_chunk_kernel<C, kGemvRows, NO, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
   }
   DSV4_CUDA_LAUNCH_CHECK();
 }
@@ -260,7 +375,14 @@ bool CudaOps::gemv_chunks(const C& c, cuda::GemvArgs a, int groups) {
   if (a.k_in % C::kVec != 0 || !cuda::aligned16(a.x) || a.x_stride % 4 != 0 || a.x_group % 4 != 0)
     return false;
   a.splits = cuda::gemv_splits(a.n_out * groups, a.k_in / C::kVec);
-  cuda::launch_gemv_chunks(c, a, groups, stream_);
+  // The kernel is chosen by the shape and the row count; both compute a row alike (R-I3).
+  const int64_t chunks = a.n_out * groups * (a.k_in / C::kVec);
+  if (a.rows == 1 && chunks >= cuda::kPersistWideChunks)
+    cuda::launch_gemv_persist<C, cuda::kPersistWideOutputs>(c, a, groups, stream_);
+  else if (a.rows == 1 && chunks >= cuda::kPersistMinChunks)
+    cuda::launch_gemv_persist(c, a, groups, stream_);
+  else
+    cuda::launch_gemv_chunks(c, a, groups, stream_);
   return true;
 }
 

@@ -10,9 +10,11 @@
 //   same exact products in another order.
 // - bf16 arm: x and h rounded to bf16 (dense_act bf16) or split exactly (f32), as the
 //   dense GEMMs.
-// Weights: e2m1 x e8m0 (MXFP4) or e2m1 x e4m3(sb) x scale_2 (NVFP4, canonical order) have
-// at most 2 + 4 significant bits, exact in bf16 when scale_2 is a power of two; an NVFP4
-// layer whose scale_2 is not takes the per-slot kernels (moe.cu), which scale in f32.
+// Weights: e2m1 x e8m0 (MXFP4) or e2m1 x e4m3(sb) (NVFP4) have at most 2 + 4 significant
+// bits, exact in bf16; NVFP4's per-tensor scale_2 is the GEMM's alpha, multiplying the sum
+// (the CPU rounds e4m3(sb) x scale_2 into each weight: equal when scale_2 is a power of
+// two, ~1e-7 relative otherwise, as the decode MoE's mma kernel). The bf16 arm refuses a
+// scale_2 that is not a power of two as moe does (C4).
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -118,8 +120,8 @@ __global__ void combine_rows_kernel(const float* y, const float* sh, const int32
   }
 }
 
-// FP4 [rows, cols] -> bf16 [rows, cols], the canonical value e2m1 x (e4m3(sb) x scale_2)
-// (NVFP4, group 16) or e2m1 x e8m0 (MXFP4, group 32), §3.5-§3.7. One thread per 8
+// FP4 [rows, cols] -> bf16 [rows, cols]: e2m1 x e4m3(sb) (NVFP4, group 16; scale_2 left to
+// the GEMM) or e2m1 x e8m0 (MXFP4, group 32), §3.5-§3.7. One thread per 8
 // elements (one packed word, inside one scale group), rows on grid.y; cols % 32 == 0.
 __global__ void fp4_to_bf16_kernel(cuda::Fp4W w, int64_t rows, uint16_t* out) {
   const int64_t c0 = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 8;
@@ -128,7 +130,7 @@ __global__ void fp4_to_bf16_kernel(cuda::Fp4W w, int64_t rows, uint16_t* out) {
     const uint8_t* p = w.packed + r * (w.cols >> 1) + (c0 >> 1);  // byte loads: any alignment
     const uint32_t word = p[0] | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
     const uint8_t sb = w.scales[r * (w.cols / w.group) + c0 / w.group];
-    const float scale = w.nv ? e4m3_to_f32(sb) * w.scale_2 : e8m0_to_f32(sb);
+    const float scale = w.nv ? e4m3_to_f32(sb) : e8m0_to_f32(sb);
     uint32_t pair[4];
     for (int i = 0; i < 8; ++i) {  // element c0 + i is nibble i (even elements low, §3.5)
       const float v = e2m1_to_f32(static_cast<uint8_t>((word >> (4 * i)) & 0xFu)) * scale;
@@ -153,8 +155,8 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
     exact = exact && (e.w1.recipe != ExpertRecipe::nvfp4 ||
                       (is_pow2(e.w1.scale_2) && is_pow2(e.w2.scale_2) && is_pow2(e.w3.scale_2)));
   const int run = native ? kFp8Block : kFp4Run;  // §4.9 blocks / whole FP4 runs
-  if (!exact || k <= 0 || k > n_experts || hidden % run != 0 || inter % run != 0) {
-    moe(b, x, rows, sel, wt, k, swiglu_limit, num, out);  // its checks and messages, or its f32 scaling
+  if ((!native && !exact) || k <= 0 || k > n_experts || hidden % run != 0 || inter % run != 0) {
+    moe(b, x, rows, sel, wt, k, swiglu_limit, num, out);  // its checks and messages
     return;
   }
   if (rows == 0) return;
@@ -190,8 +192,10 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
     const dim3 grid(cuda::blocks_for(w.cols / 8, kThreads), cuda::grid_rows(w.rows));
     fp4_to_bf16_kernel<<<grid, kThreads, 0, stream_>>>(d, w.rows, wb);
     DSV4_CUDA_LAUNCH_CHECK();
-    gemm(cuda::linear_problem(wb, in + p0 * w.cols, w.cols, w.rows, static_cast<int>(n), act, o + p0 * w.rows,
-                              w.weight.name));
+    cuda::GemmProblem q = cuda::linear_problem(wb, in + p0 * w.cols, w.cols, w.rows, static_cast<int>(n), act,
+                                               o + p0 * w.rows, w.weight.name);
+    q.alpha = d.nv ? d.scale_2 : 1.0f;
+    gemm(q);
   };
   for (int e = 0; e < n_experts; ++e) {
     const int64_t p0 = g.first[e], n = g.first[e + 1] - p0;

@@ -10,9 +10,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One thread per (row, head, pair); v [rows, heads, dim], fc [positions, rd].
+// One thread per (row, head, pair); v [rows, heads, dim], fc [n_positions, rd]. A position
+// outside the table makes the pair NaN (rope_dev cannot refuse it by name, kernels/ops.h).
 __global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const float* fc, int rd,
-                            const int32_t* positions, bool inverse) {
+                            int64_t n_positions, const int32_t* positions, bool inverse) {
   const int pairs = rd / 2;
   const int64_t total = rows * heads * pairs;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
@@ -20,10 +21,15 @@ __global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const fl
     const int pair = static_cast<int>(i % pairs);
     const int64_t rh = i / pairs;  // row * heads + head
     const int64_t row = rh / heads;
-    const float* f = fc + static_cast<int64_t>(positions[row]) * rd + 2 * pair;
+    const int64_t p = positions[row];
+    float* x = v + rh * dim + (dim - rd) + 2 * pair;
+    if (p < 0 || p >= n_positions) {
+      x[0] = x[1] = NAN;
+      continue;
+    }
+    const float* f = fc + p * rd + 2 * pair;
     const float c = f[0];
     const float s = inverse ? -f[1] : f[1];
-    float* x = v + rh * dim + (dim - rd) + 2 * pair;
     const float a = x[0], b = x[1];
     x[0] = a * c - b * s;
     x[1] = a * s + b * c;
@@ -42,11 +48,20 @@ void CudaOps::rope(float* v, int rows, int heads, int dim, const RopeTable& t,
                       t.positions, " positions"));
   if (rows == 0 || heads == 0) return;
   activate();
+  rope_dev(v, rows, heads, dim, t, stage_i32(Slot::host_args, positions, static_cast<size_t>(rows)),
+           inverse);
+}
+
+void CudaOps::rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                       const int32_t* positions, bool inverse) {
+  const int rd = t.rope_dim;
+  DSV4_CHECK(rd > 0 && rd % 2 == 0 && rd <= dim, "rope_dim=", rd, " dim=", dim);
+  if (rows == 0 || heads == 0) return;
+  activate();
   const float* fc = rope_table(t);
-  const int32_t* d_pos = stage_i32(Slot::host_args, positions, static_cast<size_t>(rows));
   const int64_t total = static_cast<int64_t>(rows) * heads * (rd / 2);
-  rope_kernel<<<cuda::blocks_for(total, kThreads), kThreads, 0, stream_>>>(v, rows, heads, dim, fc,
-                                                                          rd, d_pos, inverse);
+  rope_kernel<<<cuda::blocks_for(total, kThreads), kThreads, 0, stream_>>>(
+      v, rows, heads, dim, fc, rd, t.positions, positions, inverse);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

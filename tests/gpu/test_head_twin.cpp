@@ -1,4 +1,8 @@
-// CUDA vs CPU: embedding (§4.1), argmax (D10, S9), add; and the no-device refusal.
+// CUDA vs CPU: embedding (§4.1, host and device ids), argmax (D10, S9), add; and the
+// no-device refusal.
+#include <algorithm>
+#include <cmath>
+
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
@@ -13,6 +17,16 @@ TEST_CASE("embed and add twins (bit-exact)") {
   PairF h = zeros(b, 4 * 4 * 256);
   for (int s : {kCpu, kGpu}) b.at(s).embed(t, ids.data(), 4, 4, h[s]);
   check_close("embed", get(b, h, kCpu), get(b, h, kGpu), 0, 0);
+  // embed_dev (ids in backend memory, issue 12): the same rows; a bad id gives a NaN row.
+  PairI dids = put_i32(b, ids);
+  PairF hd = zeros(b, h.n);
+  for (int s : {kCpu, kGpu}) b.at(s).embed_dev(t, dids[s], 4, 4, hd[s]);
+  check_close("embed_dev vs embed", get(b, h, kGpu), get(b, hd, kGpu), 0, 0);
+  check_close("embed_dev", get(b, hd, kCpu), get(b, hd, kGpu), 0, 0);
+  PairI bad_dev = put_i32(b, {64});
+  b.gpu->embed_dev(t, bad_dev[kGpu], 1, 1, hd[kGpu]);
+  const std::vector<float> poisoned = get(b, hd, kGpu);
+  CHECK(std::all_of(poisoned.begin(), poisoned.begin() + 256, [](float v) { return std::isnan(v); }));
   PairF x = put(b, rng.normals(h.n));
   for (int s : {kCpu, kGpu}) b.at(s).add(h[s], x[s], h.n);
   check_close("add", get(b, h, kCpu), get(b, h, kGpu), 0, 0);

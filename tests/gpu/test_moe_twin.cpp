@@ -10,30 +10,42 @@ namespace {
 
 constexpr int kHidden = 256, kExperts = 16, kK = 6, kInter = 128, kRows = 5;
 
+// Expert widths and count; expert e holds weight set e % sets (stored once: the backends
+// key residency by the stored bytes, so 256 experts cost 16 sets of memory).
+struct MoeShape {
+  int hidden, inter, experts, sets;
+};
+constexpr MoeShape kSmall{kHidden, kInter, kExperts, kExperts};
+constexpr MoeShape kFlash{4096, 2048, 256, 16};  // DeepSeek-V4-Flash's MoE
+
 struct Block {
   Store store;
   BlockWeights w;
-  Block(Rng& rng, ExpertRecipe recipe, bool hash) {
+  Block(Rng& rng, ExpertRecipe recipe, bool hash, const MoeShape& s = kSmall) {
     w.layer_id = hash ? 1 : 4;
     w.hash = hash;
-    std::vector<float> gate = rng.normals(kExperts * kHidden, 0.1f);
-    w.gate_weight = store.bf16("ffn.gate.weight", {kExperts, kHidden}, gate);
+    std::vector<float> gate = rng.normals(s.experts * s.hidden, 0.1f);
+    w.gate_weight = store.bf16("ffn.gate.weight", {s.experts, s.hidden}, gate);
     if (hash) {
       for (int v = 0; v < 32; ++v)  // distinct ids per row, stored order kept
-        for (int j = 0; j < kK; ++j) w.tid2eid.push_back((v * 5 + j * 3) % kExperts);
+        for (int j = 0; j < kK; ++j) w.tid2eid.push_back((v * 5 + j * 3) % s.experts);
     } else {
-      w.gate_bias = store.f32("ffn.gate.bias", {kExperts}, rng.normals(kExperts, 0.3f));
+      w.gate_bias = store.f32("ffn.gate.bias", {s.experts}, rng.normals(s.experts, 0.3f));
     }
     w.expert_recipe = recipe;
-    for (int e = 0; e < kExperts; ++e) {
+    for (int e = 0; e < s.experts; ++e) {
+      if (e >= s.sets) {
+        w.experts.push_back(w.experts[e % s.sets]);
+        continue;
+      }
       const std::string p = "ffn.experts." + std::to_string(e);
-      w.experts.push_back({store.fp4(p + ".w1", recipe, kInter, kHidden, rng),
-                           store.fp4(p + ".w2", recipe, kHidden, kInter, rng),
-                           store.fp4(p + ".w3", recipe, kInter, kHidden, rng)});
+      w.experts.push_back({store.fp4(p + ".w1", recipe, s.inter, s.hidden, rng),
+                           store.fp4(p + ".w2", recipe, s.hidden, s.inter, rng),
+                           store.fp4(p + ".w3", recipe, s.inter, s.hidden, rng)});
     }
-    w.shared_w1 = store.fp8("ffn.shared_experts.w1", kInter, kHidden, rng);
-    w.shared_w2 = store.fp8("ffn.shared_experts.w2", kHidden, kInter, rng);
-    w.shared_w3 = store.fp8("ffn.shared_experts.w3", kInter, kHidden, rng);
+    w.shared_w1 = store.fp8("ffn.shared_experts.w1", s.inter, s.hidden, rng);
+    w.shared_w2 = store.fp8("ffn.shared_experts.w2", s.hidden, s.inter, rng);
+    w.shared_w3 = store.fp8("ffn.shared_experts.w3", s.inter, s.hidden, rng);
   }
 };
 
@@ -133,8 +145,6 @@ TEST_CASE("route twin at Flash shapes: 256 experts, top 6, exact ties; rows vs s
   }
 }
 
-namespace {
-
 struct Arm {
   const char* name;
   ExpertArm arm;
@@ -142,88 +152,174 @@ struct Arm {
   float limit;
   double rel_l2, max_norm;
 };
-// f32 chains in a different order (~1e-7) feed a re-quantization of h (native: per-128
+// The CUDA experts sum exact products (bf16 tensor-core operands: e2m1 x block scale, and
+// e4m3 / bf16-rounded activations, or f32 ones as three exact bf16 planes) in another f32
+// order than the CPU, the tensor core's own additions included (~1e-7 relative, at most
+// ~1e-6 over 4096 terms). That difference feeds a re-quantization of h (native: per-128
 // e4m3, a boundary element moves one step, <= 1/8 relative) or a bf16 rounding of h
 // (1/256 relative). One such flip moves rel_l2 by <= ~1e-3 (native) / ~1e-4 (bf16 act);
-// without activation rounding the chains alone stay below 1e-5. The prefill GEMMs
-// (moe_gemm) multiply the same exact values in yet another order: the same bounds.
-const Arm kArms[] = {{"native", ExpertArm::native, DenseAct::bf16, 10.0f, 3e-3, 3e-2},
-                     {"bf16 arm, bf16 act", ExpertArm::bf16, DenseAct::bf16, 10.0f, 3e-4, 3e-3},
-                     {"bf16 arm, f32 act, no clamp", ExpertArm::bf16, DenseAct::f32, 0.0f, 1e-5, 1e-5}};
+// without activation rounding the order alone stays below 1e-5.
+constexpr Arm kArms[] = {{"native", ExpertArm::native, DenseAct::bf16, 10.0f, 3e-3, 3e-2},
+                         {"bf16 arm, bf16 act", ExpertArm::bf16, DenseAct::bf16, 10.0f, 3e-4, 3e-3},
+                         {"bf16 arm, f32 act, no clamp", ExpertArm::bf16, DenseAct::f32, 0.0f, 1e-5, 1e-5}};
 
-Numerics numerics_of(const Arm& a) {
-  Numerics num;
-  num.expert_arm = a.arm;
-  num.dense_act = a.act;
-  return num;
+const char* recipe_name(ExpertRecipe r) { return r == ExpertRecipe::mxfp4 ? "mxfp4 " : "nvfp4 "; }
+
+// The MoE of `rows` rows of x on the GPU (a fresh output).
+std::vector<float> gpu_moe(Backends& b, const Block& blk, const PairF& x, const PairI& sel, const PairF& wt,
+                           int hidden, int rows, const Arm& a, const Numerics& num) {
+  PairF out = zeros(b, static_cast<size_t>(rows) * hidden);
+  b.gpu->moe(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
+  return get(b, out, kGpu);
 }
 
-}  // namespace
+// Twin of every arm on the given selection, and per arm: the rows of every T-row call
+// (T = 1 .. rows when `every_t`, else T = rows) bit-identical to the rows computed alone
+// (SPECDECODE.md §6.3), and a repeated call bit-identical (fixed-order reductions).
+// scale_2 > 0 replaces every NVFP4 weight_scale_2 (then only the native arm applies: the
+// bf16 arm refuses a scale_2 that is not a power of two).
+void check_moe(const MoeShape& s, ExpertRecipe recipe, int rows, const std::vector<int32_t>& sel_host,
+               bool every_t, uint64_t seed, float scale_2 = 0.0f) {
+  Backends b;
+  Rng rng(seed);
+  Block blk(rng, recipe, false, s);
+  if (scale_2 > 0.0f)
+    for (ExpertWeights& e : blk.w.experts) e.w1.scale_2 = e.w2.scale_2 = e.w3.scale_2 = scale_2;
+  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
+  std::vector<float> wt_host(sel_host.size());
+  for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
+  PairI sel = put_i32(b, sel_host);
+  PairF wt = put(b, wt_host);
+  for (const Arm& a : kArms) {
+    if (scale_2 > 0.0f && a.arm != ExpertArm::native) continue;
+    Numerics num;
+    num.expert_arm = a.arm;
+    num.dense_act = a.act;
+    const std::string what = std::string("moe ") + recipe_name(recipe) + a.name + " H " +
+                             std::to_string(s.hidden) + " rows " + std::to_string(rows);
+    PairF ref = zeros(b, static_cast<size_t>(rows) * s.hidden);
+    b.cpu->moe(blk.w, x[kCpu], rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
+    const std::vector<float> all = gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num);
+    check_close(what, get(b, ref, kCpu), all, a.rel_l2, a.max_norm);
+    check_bitwise(what + " repeated call", all, gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num));
+    PairF one = zeros(b, static_cast<size_t>(rows) * s.hidden);
+    for (int t = 0; t < rows; ++t)
+      b.gpu->moe(blk.w, x[kGpu] + t * s.hidden, 1, sel[kGpu] + t * kK, wt[kGpu] + t * kK, kK, a.limit, num,
+                 one[kGpu] + t * s.hidden);
+    const std::vector<float> singles = get(b, one, kGpu);
+    check_bitwise(what + " rows vs single rows", all, singles);
+    for (int n = 1; every_t && n < rows; ++n) {
+      const std::vector<float> part = gpu_moe(b, blk, x, sel, wt, s.hidden, n, a, num);
+      check_bitwise(what + " first " + std::to_string(n) + " rows vs single rows", part,
+                    std::vector<float>(singles.begin(), singles.begin() + part.size()));
+    }
+  }
+}
 
 TEST_CASE("moe twin: both expert arms, MXFP4 and NVFP4, clamp on and off") {
-  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4}) {
-    Backends b;
-    Rng rng(recipe == ExpertRecipe::mxfp4 ? 81 : 82);
-    Block blk(rng, recipe, false);
-    PairF x = put(b, rng.normals(kRows * kHidden, 2.0f));
-    std::vector<int32_t> sel_host(kRows * kK);
-    std::vector<float> wt_host(kRows * kK);
-    for (int t = 0; t < kRows; ++t)
-      for (int j = 0; j < kK; ++j) {
-        sel_host[t * kK + j] = (t * 7 + j * 5) % kExperts;  // distinct, unsorted
-        wt_host[t * kK + j] = 0.1f + 0.05f * j;
-      }
-    PairI sel = put_i32(b, sel_host);
-    PairF wt = put(b, wt_host);
-    for (const Arm& a : kArms) {
-      const Numerics num = numerics_of(a);
-      PairF out = zeros(b, kRows * kHidden);
-      for (int s : {kCpu, kGpu}) b.at(s).moe(blk.w, x[s], kRows, sel[s], wt[s], kK, a.limit, num, out[s]);
-      const std::string what = std::string("moe ") + (recipe == ExpertRecipe::mxfp4 ? "mxfp4 " : "nvfp4 ") + a.name;
-      check_close(what, get(b, out, kCpu), get(b, out, kGpu), a.rel_l2, a.max_norm);
-      PairF one = zeros(b, kRows * kHidden);
-      for (int t = 0; t < kRows; ++t)
-        b.gpu->moe(blk.w, x[kGpu] + t * kHidden, 1, sel[kGpu] + t * kK, wt[kGpu] + t * kK, kK, a.limit, num,
-                   one[kGpu] + t * kHidden);
-      check_bitwise(what + " rows vs single rows", get(b, out, kGpu), get(b, one, kGpu));
+  std::vector<int32_t> sel(kRows * kK);
+  for (int t = 0; t < kRows; ++t)
+    for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;  // distinct, unsorted
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_moe(kSmall, recipe, kRows, sel, true, recipe == ExpertRecipe::mxfp4 ? 81 : 82);
+}
+
+// nvidia's NVFP4 files store an f32 weight_scale_2 that is no power of two: the CPU rounds
+// e4m3 x scale_2 into each weight, the CUDA kernel multiplies the sum by scale_2 (one
+// rounding per element instead, ~1e-7 relative): inside the native arm's bounds.
+TEST_CASE("moe twin: NVFP4 with a weight_scale_2 that is not a power of two (native arm)") {
+  std::vector<int32_t> sel(kRows * kK);
+  for (int t = 0; t < kRows; ++t)
+    for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 3 + j * 7) % kExperts;
+  check_moe(kSmall, ExpertRecipe::nvfp4, kRows, sel, false, 87, 0.0123f);
+}
+
+TEST_CASE("moe twin: an expert picked by more rows than one mma tile holds (20 rows share experts 0 and 9)") {
+  constexpr int kMany = 20;
+  std::vector<int32_t> sel(kMany * kK);
+  for (int t = 0; t < kMany; ++t) {
+    const int32_t own[kK] = {9, (t % 7) + 1, 0, (t % 5) + 10, 8, 15};
+    std::copy(own, own + kK, sel.begin() + t * kK);
+  }
+  check_moe(kSmall, ExpertRecipe::mxfp4, kMany, sel, false, 83);
+}
+
+TEST_CASE("moe: expert widths the mma kernel cannot tile are refused with the layer and widths") {
+  Backends b;
+  Rng rng(86);
+  Block blk(rng, ExpertRecipe::mxfp4, false, MoeShape{kHidden, 96, kExperts, kExperts});
+  PairF x = put(b, rng.normals(kHidden));
+  PairI sel = put_i32(b, {0, 1, 2, 3, 4, 5});
+  PairF wt = put(b, std::vector<float>(kK, 0.25f));
+  PairF out = zeros(b, kHidden);
+  CHECK_THROWS_WITH_AS(b.gpu->moe(blk.w, x[kGpu], 1, sel[kGpu], wt[kGpu], kK, 0.0f, Numerics{}, out[kGpu]),
+                       "moe: layer 4 needs expert widths that are multiples of 128: hidden 256 inter 96", Error);
+}
+
+// Flash shapes: hidden 4096, inter 2048, 256 experts, 6 per token, 8 rows (a verify
+// round): rows 0-3 share experts 3, 10 and 99 (in different slots), rows 4-7 share none,
+// rows 6 and 7 pick the same six in other orders.
+TEST_CASE("moe twin at Flash shapes: 8 rows, shared and distinct experts, both recipes") {
+  constexpr int kVerify = 8;
+  const int32_t picks[kVerify][kK] = {{3, 10, 99, 120, 140, 200}, {99, 121, 3, 141, 10, 201},
+                                      {122, 10, 142, 3, 202, 99}, {10, 99, 3, 123, 143, 203},
+                                      {28, 29, 30, 154, 174, 246}, {35, 36, 37, 155, 175, 245},
+                                      {42, 43, 44, 156, 176, 244}, {244, 176, 156, 44, 43, 42}};
+  std::vector<int32_t> sel(&picks[0][0], &picks[0][0] + kVerify * kK);
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_moe(kFlash, recipe, kVerify, sel, true, recipe == ExpertRecipe::mxfp4 ? 84 : 85);
+}
+
+// The prefill MoE (Ops::moe_gemm: rows grouped by expert, GEMMs) against the CPU's moe in
+// every arm, with check_moe's bounds (the GEMMs sum the same exact products in another
+// f32 order; an NVFP4 scale_2 multiplies the GEMM's sum, as the mma kernel does), and a
+// repeated call bit-identical. Each row picks 6 distinct experts of the first half
+// (seeded): uneven groups, half the experts unused. scale_2 > 0 as in check_moe.
+void check_moe_gemm(const MoeShape& s, ExpertRecipe recipe, int rows, uint64_t seed, float scale_2 = 0.0f) {
+  Backends b;
+  Rng rng(seed);
+  Block blk(rng, recipe, false, s);
+  if (scale_2 > 0.0f)
+    for (ExpertWeights& e : blk.w.experts) e.w1.scale_2 = e.w2.scale_2 = e.w3.scale_2 = scale_2;
+  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
+  std::vector<int32_t> sel_host, ids(static_cast<size_t>(s.experts / 2));
+  std::vector<float> wt_host;
+  for (int t = 0; t < rows; ++t) {
+    for (size_t e = 0; e < ids.size(); ++e) ids[e] = static_cast<int32_t>(e);
+    std::shuffle(ids.begin(), ids.end(), rng.gen);
+    for (int j = 0; j < kK; ++j) {
+      sel_host.push_back(ids[j]);
+      wt_host.push_back(0.1f + 0.05f * j);
     }
+  }
+  PairI sel = put_i32(b, sel_host);
+  PairF wt = put(b, wt_host);
+  for (const Arm& a : kArms) {
+    if (scale_2 > 0.0f && a.arm != ExpertArm::native) continue;
+    Numerics num;
+    num.expert_arm = a.arm;
+    num.dense_act = a.act;
+    const std::string what = std::string("moe_gemm ") + recipe_name(recipe) + a.name + " H " +
+                             std::to_string(s.hidden) + " rows " + std::to_string(rows);
+    const size_t n = static_cast<size_t>(rows) * s.hidden;
+    PairF out = zeros(b, n), again = zeros(b, n);
+    for (int side : {kCpu, kGpu})
+      b.at(side).moe_gemm(blk.w, x[side], rows, sel[side], wt[side], kK, a.limit, num, out[side]);
+    check_close(what, get(b, out, kCpu), get(b, out, kGpu), a.rel_l2, a.max_norm);
+    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, again[kGpu]);
+    check_bitwise(what + " repeated call", get(b, out, kGpu), get(b, again, kGpu));
   }
 }
 
-TEST_CASE("moe_gemm twin (prefill, grouped by expert): both arms, MXFP4 and NVFP4, 1 and 37 rows") {
-  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4}) {
-    Backends b;
-    Rng rng(recipe == ExpertRecipe::mxfp4 ? 91 : 92);
-    Block blk(rng, recipe, false);
-    for (int rows : {1, 37}) {
-      PairF x = put(b, rng.normals(static_cast<size_t>(rows) * kHidden, 2.0f));
-      // Distinct experts per row from a seeded shuffle: uneven groups, some experts unused.
-      std::vector<int32_t> sel_host;
-      std::vector<float> wt_host;
-      std::vector<int32_t> ids(kExperts);
-      for (int t = 0; t < rows; ++t) {
-        for (int e = 0; e < kExperts; ++e) ids[e] = e;
-        std::shuffle(ids.begin(), ids.begin() + kExperts / 2, rng.gen);  // experts 8..15 never chosen
-        for (int j = 0; j < kK; ++j) {
-          sel_host.push_back(ids[j]);
-          wt_host.push_back(0.1f + 0.05f * j);
-        }
-      }
-      PairI sel = put_i32(b, sel_host);
-      PairF wt = put(b, wt_host);
-      for (const Arm& a : kArms) {
-        const Numerics num = numerics_of(a);
-        PairF out = zeros(b, static_cast<size_t>(rows) * kHidden), again = zeros(b, static_cast<size_t>(rows) * kHidden);
-        for (int s : {kCpu, kGpu})
-          b.at(s).moe_gemm(blk.w, x[s], rows, sel[s], wt[s], kK, a.limit, num, out[s]);
-        const std::string what = cat("moe_gemm ", recipe == ExpertRecipe::mxfp4 ? "mxfp4 " : "nvfp4 ", a.name,
-                                     ", ", rows, " rows");
-        check_close(what, get(b, out, kCpu), get(b, out, kGpu), a.rel_l2, a.max_norm);
-        b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, again[kGpu]);
-        check_bitwise(what + " run to run", get(b, out, kGpu), get(b, again, kGpu));
-      }
-    }
-  }
+TEST_CASE("moe_gemm twin (prefill, grouped by expert): every arm, MXFP4 and NVFP4, 1 and 37 rows") {
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    for (int rows : {1, 37}) check_moe_gemm(kSmall, recipe, rows, recipe == ExpertRecipe::mxfp4 ? 91 : 92);
+  check_moe_gemm(kSmall, ExpertRecipe::nvfp4, 37, 93, 0.0123f);  // scale_2 no power of two
+}
+
+TEST_CASE("moe_gemm twin at Flash shapes: 24 rows over 128 of the 256 experts, both recipes") {
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_moe_gemm(kFlash, recipe, 24, recipe == ExpertRecipe::mxfp4 ? 94 : 95);
 }
 
 }  // namespace dsv4::twin

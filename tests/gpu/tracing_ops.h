@@ -27,6 +27,10 @@ class TracingOps final : public ForwardingOps {
     inner().embed(t, ids, s, hc, h);
     rec("embed", h, static_cast<size_t>(s) * hc * t.dim(1));
   }
+  void embed_dev(const TensorView& t, const int32_t* ids, int s, int hc, float* h) override {
+    inner().embed_dev(t, ids, s, hc, h);
+    rec("embed", h, static_cast<size_t>(s) * hc * t.dim(1));
+  }
   void rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps, float* y) override {
     inner().rmsnorm(x, w, rows, n, eps, y);
     rec("rmsnorm " + w.name, y, static_cast<size_t>(rows) * n);
@@ -38,6 +42,11 @@ class TracingOps final : public ForwardingOps {
   void rope(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
             bool inverse) override {
     inner().rope(v, rows, heads, dim, t, pos, inverse);
+    rec(inverse ? "inverse rope" : "rope", v, static_cast<size_t>(rows) * heads * dim);
+  }
+  void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
+                bool inverse) override {
+    inner().rope_dev(v, rows, heads, dim, t, pos, inverse);
     rec(inverse ? "inverse rope" : "rope", v, static_cast<size_t>(rows) * heads * dim);
   }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
@@ -106,6 +115,13 @@ class TracingOps final : public ForwardingOps {
     inner().indexer_topk(q, w, rows, heads, dim, ws, keys, nv, width, base, idx, stride, col0);
     reci("indexer_topk", idx, static_cast<size_t>(rows) * stride);
   }
+  void indexer_topk_dev(const float* q, const float* w, int rows, int heads, int dim, float ws,
+                        const float* keys, const int32_t* nv, int n_cap, int width, int base,
+                        int32_t* idx, int stride, int col0) override {
+    inner().indexer_topk_dev(q, w, rows, heads, dim, ws, keys, nv, n_cap, width, base, idx, stride,
+                             col0);
+    reci("indexer_topk", idx, static_cast<size_t>(rows) * stride);
+  }
   void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                       const int32_t* idx, int width, const TensorView& sink, float scale,
                       float* o) override {
@@ -118,6 +134,30 @@ class TracingOps final : public ForwardingOps {
     inner().route(b, x, rows, ids, hidden, ne, k, rs, sel, wt);
     reci("route sel", sel, static_cast<size_t>(rows) * k);
     rec("route wt", wt, static_cast<size_t>(rows) * k);
+  }
+  void route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+                 int ne, int k, float rs, int32_t* sel, float* wt) override {
+    inner().route_dev(b, x, rows, ids, hidden, ne, k, rs, sel, wt);
+    reci("route sel", sel, static_cast<size_t>(rows) * k);
+    rec("route wt", wt, static_cast<size_t>(rows) * k);
+  }
+  // The device-step ops: the row they wrote, found from the step position.
+  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
+                    size_t n) override {
+    inner().copy_to_slot(base, pos, slots, src, n);
+    rec("copy_to_slot", base + (position(pos) % slots) * static_cast<int64_t>(n), n);
+  }
+  void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
+                    int32_t* nv) override {
+    inner().decode_index(pos, ratio, window, tail, idx, nv);
+    reci("decode_index", idx, static_cast<size_t>(window) + tail);
+    if (nv) reci("decode_index n_visible", nv, 1);
+  }
+  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
+                   const RopeTable& r, double e, const Numerics& num, float* store) override {
+    inner().compress_at(c, pos, pkv, psc, r, e, num, store);
+    const int64_t p = position(pos);
+    if ((p + 1) % c.ratio == 0) rec("compress_at " + c.wkv.name, store + p / c.ratio * c.d, c.d);
   }
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float lim, const Numerics& num, float* out) override {
@@ -136,6 +176,11 @@ class TracingOps final : public ForwardingOps {
     std::vector<float> host(n);
     inner().download(host.data(), p, n);
     trace.push_back({op, std::vector<double>(host.begin(), host.end()), false});
+  }
+  int64_t position(const int32_t* pos) {
+    int32_t p = 0;
+    inner().download_i32(&p, pos, 1);
+    return p;
   }
   void reci(const std::string& op, const int32_t* p, size_t n) {
     if (!enabled) return;

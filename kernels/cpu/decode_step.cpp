@@ -1,0 +1,69 @@
+// MODEL.md §4.15, §4.17, §4.19, §6.3, §6.4 at a position read from backend memory.
+#include "kernels/cpu/decode_step.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/cpu/compressor.h"
+#include "kernels/index_laws.h"
+
+namespace dsv4 {
+namespace {
+
+constexpr int kOverlapRatio = 4;  // the indexer's ratio: its tail is the top-k's
+
+int64_t checked_pos(const int32_t* pos, const char* what) {
+  if (*pos < 0) throw Error(cat(what, ": negative step position ", *pos));
+  return *pos;
+}
+
+}  // namespace
+
+void cpu_copy_to_slot(float* base, const int32_t* pos, int slots, const float* src, size_t n) {
+  DSV4_CHECK(slots > 0, "copy_to_slot: ", slots, " slots");
+  const int64_t p = checked_pos(pos, "copy_to_slot");
+  if (n) std::memcpy(base + (p % slots) * static_cast<int64_t>(n), src, n * sizeof(float));
+}
+
+void cpu_decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
+                      int32_t* n_visible) {
+  const int64_t p = checked_pos(pos, "decode_index");
+  DSV4_CHECK(tail_width >= 0 && ratio >= 0, "decode_index: ratio ", ratio, " tail ", tail_width);
+  const int width = window + tail_width;
+  std::fill_n(idx, width, -1);
+  const std::vector<int32_t> win = window_decode_row(p, window);
+  std::copy(win.begin(), win.end(), idx);
+  if (ratio == kOverlapRatio) {
+    DSV4_CHECK(n_visible != nullptr, "decode_index: ratio 4 needs its n_visible row");
+    n_visible[0] = static_cast<int32_t>((p + 1) / ratio);  // §4.18 step 5
+  } else if (ratio > 0) {
+    const std::vector<int32_t> coarse = coarse_decode_row(p, ratio, window);
+    if (static_cast<int64_t>(coarse.size()) > tail_width)
+      throw Error(cat("decode_index: position ", p, " sees ", coarse.size(),
+                      " compressed blocks, more than the tail width ", tail_width));
+    std::copy(coarse.begin(), coarse.end(), idx + window);
+  }
+}
+
+void cpu_compress_at(CpuWeightCache& cache, const CompressorWeights& c, const int32_t* pos,
+                     float* pend_kv, float* pend_score, const RopeTable& rope, double norm_eps,
+                     const Numerics& num, float* store) {
+  const int64_t p = checked_pos(pos, "compress_at");
+  const int r = c.ratio;
+  DSV4_CHECK(r > 0, "compress_at: ratio ", r);
+  if ((p + 1) % r != 0) return;
+  const int j = static_cast<int>(p / r);
+  const size_t half = static_cast<size_t>(r) * c.latent();
+  const size_t cur = c.overlap ? half : 0;
+  cpu_compress_blocks(cache, c, pend_kv + cur, pend_score + cur, 1,
+                      c.overlap ? pend_kv : nullptr, c.overlap ? pend_score : nullptr, j, rope,
+                      norm_eps, num, store + static_cast<int64_t>(j) * c.d);
+  if (c.overlap) {  // §6.4 overlap: the completed block becomes the next one's prev
+    std::memcpy(pend_kv, pend_kv + half, half * sizeof(float));
+    std::memcpy(pend_score, pend_score + half, half * sizeof(float));
+  }
+}
+
+}  // namespace dsv4

@@ -1,0 +1,29 @@
+// The device-step ops of a plain decode row (kernels/ops.h "device step"), CPU reference:
+// the position is read from backend (here host) memory and every position-dependent
+// address is computed from it, with the same laws the host builders use.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/weight_cache.h"
+#include "kernels/numerics.h"
+#include "kernels/rope_table.h"
+#include "model/weights.h"
+
+namespace dsv4 {
+
+// base[(*pos mod slots) * n ..] = src[0 .. n).
+void cpu_copy_to_slot(float* base, const int32_t* pos, int slots, const float* src, size_t n);
+
+// Ops::decode_index: the window row of kernels/index_laws, the coarse row (ratio > 4) and
+// -1 pads up to window + tail_width; n_visible[0] = (p+1)/4 for ratio 4.
+void cpu_decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
+                      int32_t* n_visible);
+
+// Ops::compress_at: the block completed at *pos (if any) by cpu_compress_blocks into its
+// store row, then the overlap shift (cur -> prev).
+void cpu_compress_at(CpuWeightCache& cache, const CompressorWeights& c, const int32_t* pos,
+                     float* pend_kv, float* pend_score, const RopeTable& rope, double norm_eps,
+                     const Numerics& num, float* store);
+
+}  // namespace dsv4

@@ -1,0 +1,68 @@
+// The device-step ops of a plain decode row (kernels/ops.h "device step"): the ring or
+// pending slot and the merged index row of the position read from device memory, so a
+// step's launches are the same at every position (issue 12). Twins: kernels/cpu/decode_step.
+#include "base/cuda_check.h"
+#include "base/error.h"
+#include "kernels/cuda/cuda_ops.h"
+
+namespace dsv4 {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kOverlapRatio = 4;  // the indexer's ratio: its tail is the top-k's
+
+// base[(p mod slots) * n + i] = src[i]; nothing for p < 0 (its rope rows are NaN).
+__global__ void copy_to_slot_kernel(float* base, const int32_t* pos, int slots, const float* src, int64_t n) {
+  const int64_t p = *pos;
+  if (p < 0) return;  // uniform
+  float* dst = base + (p % slots) * n;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    dst[i] = src[i];
+}
+
+// MODEL.md §4.15 / §6.3 window part (kernels/index_laws.cpp window_row with ring slots q mod W),
+// §4.17 coarse part W + j for the (p+1)/r completed blocks (ratio > 4), -1 elsewhere.
+// Blocks a position sees beyond tail_width are dropped (the CPU twin refuses them; the
+// stage's tail is the store's capacity, which no position exceeds).
+__global__ void decode_index_kernel(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
+                                    int32_t* n_visible) {
+  const int64_t p = *pos;
+  const int64_t first = p - window + 1 > 0 ? p - window + 1 : 0;
+  const int64_t blocks = ratio > 0 && p >= 0 ? (p + 1) / ratio : 0;
+  for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < window + tail_width; k += gridDim.x * blockDim.x) {
+    int32_t v = -1;
+    if (k < window) {
+      const int64_t q = first + k;
+      if (p >= 0 && q <= p) v = static_cast<int32_t>(q % window);
+    } else if (ratio != kOverlapRatio && k - window < blocks) {
+      v = k;  // W + j with j = k - W
+    }
+    idx[k] = v;
+  }
+  if (ratio == kOverlapRatio && blockIdx.x == 0 && threadIdx.x == 0) n_visible[0] = static_cast<int32_t>(blocks);
+}
+
+}  // namespace
+
+void CudaOps::copy_to_slot(float* base, const int32_t* pos, int slots, const float* src, size_t n) {
+  DSV4_CHECK(slots > 0, "copy_to_slot: ", slots, " slots");
+  if (n == 0) return;
+  activate();
+  copy_to_slot_kernel<<<cuda::blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_>>>(
+      base, pos, slots, src, static_cast<int64_t>(n));
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void CudaOps::decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
+                           int32_t* n_visible) {
+  DSV4_CHECK(window > 0 && tail_width >= 0 && ratio >= 0, "decode_index: window ", window, " tail ",
+             tail_width, " ratio ", ratio);
+  DSV4_CHECK(ratio != kOverlapRatio || n_visible != nullptr, "decode_index: ratio 4 needs its n_visible row");
+  activate();
+  decode_index_kernel<<<cuda::blocks_for(window + tail_width, kThreads), kThreads, 0, stream_>>>(
+      pos, ratio, window, tail_width, idx, n_visible);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace dsv4

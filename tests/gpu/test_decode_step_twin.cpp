@@ -1,0 +1,217 @@
+// CUDA vs CPU: the device-step ops of a position-independent plain decode step (issue 12,
+// kernels/ops.h "device step"): the *_dev ops against their host-array twins on the same
+// backend (bitwise: the same kernels, only where the position / ids / n_visible come
+// from differs) and against the CPU; decode_index, copy_to_slot and compress_at at many
+// positions, at Flash shapes and the tiny model's; and the tiny model's decode step issues
+// the same calls at every position on CUDA too.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tests/gpu/twin_harness.h"
+#include "tests/unit/stage/decode_calls.h"
+
+namespace dsv4::twin {
+
+namespace {
+
+// The step position p on both backends.
+PairI position(Backends& b, int64_t p) { return put_i32(b, {static_cast<int32_t>(p)}); }
+
+bool all_nan(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isnan(x); });
+}
+
+}  // namespace
+
+TEST_CASE("rope_dev twin: the host-array rope's bits; a position outside the table gives NaN") {
+  Backends b;
+  Rng rng(91);
+  const RopeTable table = make_rope_table(10000.0, 64, 300, nullptr);
+  const int rows = 5, heads = 3, dim = 128;
+  std::vector<int32_t> pos(rows);
+  for (auto& p : pos) p = rng.uniform_int(0, 299);
+  PairI dpos = put_i32(b, pos);
+  for (bool inverse : {false, true}) {
+    const std::vector<float> v0 = rng.normals(static_cast<size_t>(rows) * heads * dim);
+    PairF host = put(b, v0), dev = put(b, v0);
+    b.gpu->rope(host[kGpu], rows, heads, dim, table, pos.data(), inverse);
+    for (int s : {kCpu, kGpu}) b.at(s).rope_dev(dev[s], rows, heads, dim, table, dpos[s], inverse);
+    check_close("rope_dev vs rope (cuda)", get(b, host, kGpu), get(b, dev, kGpu), 0, 0);
+    check_close("rope_dev twin", get(b, dev, kCpu), get(b, dev, kGpu), 0, 0);  // as the rope twin
+  }
+  PairI bad = put_i32(b, {300});
+  PairF v = put(b, rng.normals(dim));
+  b.gpu->rope_dev(v[kGpu], 1, 1, dim, table, bad[kGpu], false);
+  const std::vector<float> got = get(b, v, kGpu);
+  CHECK(all_nan({got.end() - 64, got.end()}));  // the rope dims
+  CHECK_THROWS_AS(b.cpu->rope_dev(v[kCpu], 1, 1, dim, table, bad[kCpu], false), Error);
+}
+
+TEST_CASE("route_dev twin: hash routing from device ids equals the host-id route") {
+  constexpr int kHidden = 256, kExperts = 16, kK = 6, kRows = 5, kVocab = 32;
+  Backends b;
+  Rng rng(93);
+  Store store;
+  BlockWeights w;
+  w.layer_id = 1;
+  w.hash = true;
+  std::vector<float> gate = rng.normals(kExperts * kHidden, 0.1f);
+  w.gate_weight = store.bf16("ffn.gate.weight", {kExperts, kHidden}, gate);
+  for (int v = 0; v < kVocab; ++v)
+    for (int j = 0; j < kK; ++j) w.tid2eid.push_back((v * 5 + j * 3) % kExperts);
+  PairF x = put(b, rng.normals(kRows * kHidden));
+  const std::vector<int32_t> ids = {3, 0, 31, 7, 12};
+  PairI dids = put_i32(b, ids);
+  PairI sel_host = put_i32(b, std::vector<int32_t>(kRows * kK, -1)), sel = put_i32(b, std::vector<int32_t>(kRows * kK, -1));
+  PairF wt_host = zeros(b, kRows * kK), wt = zeros(b, kRows * kK);
+  b.gpu->route(w, x[kGpu], kRows, ids.data(), kHidden, kExperts, kK, 1.5f, sel_host[kGpu], wt_host[kGpu]);
+  for (int s : {kCpu, kGpu})
+    b.at(s).route_dev(w, x[s], kRows, dids[s], kHidden, kExperts, kK, 1.5f, sel[s], wt[s]);
+  CHECK(get_i32(b, sel_host, kGpu) == get_i32(b, sel, kGpu));
+  check_close("route_dev vs route (cuda) wt", get(b, wt_host, kGpu), get(b, wt, kGpu), 0, 0);
+  CHECK(get_i32(b, sel, kCpu) == get_i32(b, sel, kGpu));  // the stored tid2eid rows
+  // As the route twin: f32 sqrt(softplus) of f32 vs f64 logits, ~1e-6; bound 1e-5.
+  check_close("route_dev twin wt", get(b, wt, kCpu), get(b, wt, kGpu), 1e-5, 1e-5);
+  PairI bad = put_i32(b, {kVocab});
+  b.gpu->route_dev(w, x[kGpu], 1, bad[kGpu], kHidden, kExperts, kK, 1.5f, sel[kGpu], wt[kGpu]);
+  const std::vector<float> wt_bad = get(b, wt, kGpu);
+  CHECK(all_nan({wt_bad.begin(), wt_bad.begin() + kK}));
+}
+
+TEST_CASE("indexer_topk_dev: device n_visible under a fixed n_cap selects what indexer_topk selects") {
+  Backends b;
+  Rng rng(94);
+  const int heads = 64, dim = 128, n_cap = 2048, width = 512, rows = 3;  // Flash indexer shapes
+  const std::vector<int32_t> n_visible = {0, 300, 1024};  // none, fewer than the top-k, more
+  const float wscale = 1.0f / std::sqrt(static_cast<float>(dim * heads));
+  PairF q = put(b, rng.normals(static_cast<size_t>(rows) * heads * dim));
+  PairF w = put(b, rng.normals(static_cast<size_t>(rows) * heads));
+  PairF keys = put(b, rng.normals(static_cast<size_t>(n_cap) * dim));
+  PairI dn = put_i32(b, n_visible);
+  const int stride = 128 + width, col0 = 128;
+  PairI host = put_i32(b, std::vector<int32_t>(static_cast<size_t>(rows) * stride, -7));
+  PairI dev = put_i32(b, std::vector<int32_t>(static_cast<size_t>(rows) * stride, -7));
+  b.gpu->indexer_topk(q[kGpu], w[kGpu], rows, heads, dim, wscale, keys[kGpu], n_visible.data(), width, 128,
+                      host[kGpu], stride, col0);
+  for (int s : {kCpu, kGpu})
+    b.at(s).indexer_topk_dev(q[s], w[s], rows, heads, dim, wscale, keys[s], dn[s], n_cap, width, 128, dev[s],
+                             stride, col0);
+  const std::vector<int32_t> got = get_i32(b, dev, kGpu);
+  CHECK(get_i32(b, host, kGpu) == got);  // bitwise: the grid's extra blocks add nothing
+  // The CPU picks as sets per row (the indexer twin's comparison; random scores: no near-ties
+  // expected at 1e-5, a failure here names the row).
+  const std::vector<int32_t> ref = get_i32(b, dev, kCpu);
+  for (int t = 0; t < rows; ++t) {
+    INFO("row " << t);
+    const int32_t* r = ref.data() + static_cast<size_t>(t) * stride + col0;
+    const int32_t* g = got.data() + static_cast<size_t>(t) * stride + col0;
+    std::vector<int32_t> rs(r, r + width), gs(g, g + width);
+    std::sort(rs.begin(), rs.end());
+    std::sort(gs.begin(), gs.end());
+    CHECK(rs == gs);
+  }
+}
+
+TEST_CASE("decode_index twin: the CPU rows exactly, at Flash and tiny shapes") {
+  Backends b;
+  struct Shape { int ratio, window, topk, cap; };
+  const Shape shapes[] = {{0, 128, 512, 0},   {4, 128, 512, 16384}, {128, 128, 512, 512},
+                          {0, 16, 8, 0},      {4, 16, 8, 64},       {16, 16, 8, 16}};
+  for (const Shape& sh : shapes) {
+    const int tail = sh.ratio == 4 ? std::min(sh.topk, sh.cap) : sh.cap;
+    const int64_t max_pos = sh.cap > 0 ? int64_t{sh.cap} * sh.ratio : 4096;
+    for (int64_t p = 0; p < max_pos; p += (p < 600 ? 1 : 97)) {
+      PairI pos = position(b, p), nv = put_i32(b, {-5});
+      PairI idx = put_i32(b, std::vector<int32_t>(static_cast<size_t>(sh.window + tail), 7777));
+      for (int s : {kCpu, kGpu})
+        b.at(s).decode_index(pos[s], sh.ratio, sh.window, tail, idx[s], sh.ratio == 4 ? nv[s] : nullptr);
+      INFO("ratio " << sh.ratio << " window " << sh.window << " position " << p);
+      REQUIRE(get_i32(b, idx, kCpu) == get_i32(b, idx, kGpu));
+      REQUIRE(get_i32(b, nv, kCpu) == get_i32(b, nv, kGpu));
+    }
+  }
+}
+
+TEST_CASE("copy_to_slot twin: the row lands in slot p mod slots, nothing else moves") {
+  Backends b;
+  Rng rng(95);
+  const int slots = 128, n = 512;
+  PairF ring = put(b, rng.normals(static_cast<size_t>(slots) * n));
+  for (int64_t p : {0, 1, 127, 128, 4095, 4096, 65535}) {
+    PairF src = put(b, rng.normals(n));
+    PairI pos = position(b, p);
+    for (int s : {kCpu, kGpu}) b.at(s).copy_to_slot(ring[s], pos[s], slots, src[s], n);
+    INFO("position " << p);
+    check_close("copy_to_slot", get(b, ring, kCpu), get(b, ring, kGpu), 0, 0);
+  }
+}
+
+// compress_at over consecutive positions from the same pending rows on both backends
+// (every row written by copy_to_slot, as CompressorState::advance_at does): the store rows
+// and the pending rows after each step. On CUDA a completed block must equal
+// compress_blocks of the same pending rows bit for bit, and a position that completes no
+// block must leave store and pending untouched.
+void run_compress_at(int ratio, bool rotate, uint64_t seed) {
+  Backends b;
+  Rng rng(seed);
+  Store store;
+  CompressorWeights c;
+  c.ratio = ratio;
+  c.overlap = ratio == 4;
+  c.rotate = rotate;
+  c.d = rotate ? 128 : 512;  // the indexer's Id, the attention's D (Flash)
+  const int lc = c.latent(), slots = c.overlap ? 2 * ratio : ratio, n_blocks = 6;
+  c.ape = store.f32("compressor.ape", {ratio, lc}, rng.normals(static_cast<size_t>(ratio) * lc, 0.5f));
+  c.norm = store.f32("compressor.norm", {c.d}, rng.normals(c.d, 0.5f));
+  const RopeTable rope = make_rope_table(160000.0, 64, int64_t{n_blocks} * ratio + 8, nullptr);
+  Numerics num;
+  PairF pend_kv = zeros(b, static_cast<size_t>(slots) * lc);
+  PairF pend_score = put(b, std::vector<float>(static_cast<size_t>(slots) * lc, -std::numeric_limits<float>::infinity()));
+  PairF out = zeros(b, static_cast<size_t>(n_blocks) * c.d);
+  PairF single = zeros(b, c.d);
+  const size_t cur = c.overlap ? static_cast<size_t>(ratio) * lc : 0;
+  for (int64_t p = 0; p < int64_t{n_blocks} * ratio; ++p) {
+    PairF kv = put(b, rng.normals(lc)), score = put(b, rng.normals(lc, 2.0f));
+    PairI pos = position(b, p);
+    for (int s : {kCpu, kGpu}) {
+      b.at(s).copy_to_slot(pend_kv[s] + cur, pos[s], ratio, kv[s], lc);
+      b.at(s).copy_to_slot(pend_score[s] + cur, pos[s], ratio, score[s], lc);
+    }
+    const bool completes = (p + 1) % ratio == 0;
+    const std::vector<float> pend_before = get(b, pend_kv, kGpu), out_before = get(b, out, kGpu);
+    if (completes)  // the same block by the multi-block op, before compress_at shifts
+      b.gpu->compress_blocks(c, pend_kv[kGpu] + cur, pend_score[kGpu] + cur, 1, c.overlap ? pend_kv[kGpu] : nullptr,
+                             c.overlap ? pend_score[kGpu] : nullptr, static_cast<int>(p / ratio), rope, 1e-6, num,
+                             single[kGpu]);
+    for (int s : {kCpu, kGpu}) b.at(s).compress_at(c, pos[s], pend_kv[s], pend_score[s], rope, 1e-6, num, out[s]);
+    INFO("ratio " << ratio << " rotate " << rotate << " position " << p);
+    const std::vector<float> got = get(b, out, kGpu);
+    if (completes) {
+      const std::vector<float> want = get(b, single, kGpu);
+      const size_t row = static_cast<size_t>(p / ratio) * c.d;
+      CHECK(std::equal(want.begin(), want.end(), got.begin() + static_cast<ptrdiff_t>(row)));
+    } else {
+      CHECK(got == out_before);
+      CHECK(get(b, pend_kv, kGpu) == pend_before);
+    }
+    // The pending rows are copies (exact); the store as the compress_blocks twin: the
+    // pool's f32 chain vs f64 plus expf ulps, ~1e-6 (bound 1e-5); the indexer's FP4
+    // finishing flips a rounding step only at a boundary (bound of that twin: 1e-1, 0.6).
+    check_close("compress_at pending kv", get(b, pend_kv, kCpu), get(b, pend_kv, kGpu), 0, 0);
+    check_close("compress_at store", get(b, out, kCpu), got, rotate ? 1e-1 : 1e-5, rotate ? 0.6 : 1e-5);
+  }
+}
+
+TEST_CASE("compress_at twin: attention r4 / r128 and indexer r4 at consecutive positions") {
+  run_compress_at(4, false, 96);
+  run_compress_at(128, false, 97);
+  run_compress_at(4, true, 98);
+}
+
+TEST_CASE("cuda: a plain decode step issues the same op calls with the same arguments at every position") {
+  auto gpu = make_cuda_ops(0);
+  test::check_position_independent_decode(*gpu);
+}
+
+}  // namespace dsv4::twin
