@@ -1,6 +1,8 @@
 // CUDA vs CPU: router (§4.22) and MoE experts in both arms (§4.23-§4.24, D4), plus the
 // per-row independence of the MoE (SPECDECODE.md §6.3).
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "tests/gpu/twin_harness.h"
 
@@ -165,6 +167,25 @@ constexpr Arm kArms[] = {{"native", ExpertArm::native, DenseAct::bf16, 10.0f, 3e
 
 const char* recipe_name(ExpertRecipe r) { return r == ExpertRecipe::mxfp4 ? "mxfp4 " : "nvfp4 "; }
 
+// The arms a case runs, with their numerics: every arm, or with a forced scale_2 (> 0)
+// the native arm only (the bf16 arm refuses a scale_2 that is not a power of two).
+std::vector<std::pair<Arm, Numerics>> arms_for(float scale_2) {
+  std::vector<std::pair<Arm, Numerics>> out;
+  for (const Arm& a : kArms) {
+    if (scale_2 > 0.0f && a.arm != ExpertArm::native) continue;
+    Numerics num;
+    num.expert_arm = a.arm;
+    num.dense_act = a.act;
+    out.emplace_back(a, num);
+  }
+  return out;
+}
+
+std::string case_name(const char* op, ExpertRecipe r, const Arm& a, const MoeShape& s, int rows) {
+  return std::string(op) + recipe_name(r) + a.name + " H " + std::to_string(s.hidden) + " rows " +
+         std::to_string(rows);
+}
+
 // The MoE of `rows` rows of x on the GPU (a fresh output).
 std::vector<float> gpu_moe(Backends& b, const Block& blk, const PairF& x, const PairI& sel, const PairF& wt,
                            int hidden, int rows, const Arm& a, const Numerics& num) {
@@ -190,13 +211,8 @@ void check_moe(const MoeShape& s, ExpertRecipe recipe, int rows, const std::vect
   for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
   PairI sel = put_i32(b, sel_host);
   PairF wt = put(b, wt_host);
-  for (const Arm& a : kArms) {
-    if (scale_2 > 0.0f && a.arm != ExpertArm::native) continue;
-    Numerics num;
-    num.expert_arm = a.arm;
-    num.dense_act = a.act;
-    const std::string what = std::string("moe ") + recipe_name(recipe) + a.name + " H " +
-                             std::to_string(s.hidden) + " rows " + std::to_string(rows);
+  for (const auto& [a, num] : arms_for(scale_2)) {
+    const std::string what = case_name("moe ", recipe, a, s, rows);
     PairF ref = zeros(b, static_cast<size_t>(rows) * s.hidden);
     b.cpu->moe(blk.w, x[kCpu], rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
     const std::vector<float> all = gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num);
@@ -294,13 +310,8 @@ void check_moe_gemm(const MoeShape& s, ExpertRecipe recipe, int rows, uint64_t s
   }
   PairI sel = put_i32(b, sel_host);
   PairF wt = put(b, wt_host);
-  for (const Arm& a : kArms) {
-    if (scale_2 > 0.0f && a.arm != ExpertArm::native) continue;
-    Numerics num;
-    num.expert_arm = a.arm;
-    num.dense_act = a.act;
-    const std::string what = std::string("moe_gemm ") + recipe_name(recipe) + a.name + " H " +
-                             std::to_string(s.hidden) + " rows " + std::to_string(rows);
+  for (const auto& [a, num] : arms_for(scale_2)) {
+    const std::string what = case_name("moe_gemm ", recipe, a, s, rows);
     const size_t n = static_cast<size_t>(rows) * s.hidden;
     PairF out = zeros(b, n), again = zeros(b, n);
     for (int side : {kCpu, kGpu})
