@@ -9,6 +9,8 @@
 // --steps timed steps after --warmup. A plain step runs as one captured CUDA graph per
 // stage (Ops::run_step, issue 12) unless --no-cuda-graphs; the op profile runs its steps
 // op by op (every op synchronized, no graph). The path measured is printed and recorded.
+// --prefill-lens adds the prefill rows (issue 13, bench/prefill_rows.h): time to first
+// token of generated prompts, tokens/s and TFLOP/s.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +29,8 @@
 #include "base/error.h"
 #include "bench/int_list.h"
 #include "bench/json_file.h"
+#include "bench/prefill_rows.h"
+#include "bench/timing.h"
 #include "bench/scripted_rounds.h"
 #include "model/presets.h"
 #include "model/step_bytes.h"
@@ -40,12 +44,9 @@ using namespace dsv4;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kFloorTBs = 4.3;  // CHECKPOINT.md §5.4, decision C11: measured copy bandwidth
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+// Dense bf16 x bf16 -> f32 tensor-core rate of the H200 (issue 13: "about 790 TFLOP/s", a
+// measured cuBLASLt GEMM); a constant, not measured here, so a CPU run has the same scale.
+constexpr double kBf16PeakTflops = 790;
 
 struct Row {
   std::string kind;      // plain | verify
@@ -55,19 +56,6 @@ struct Row {
   uint64_t weight_bytes = 0, context_bytes = 0;
   double plain_ms = 0;   // verify: the plain step at the same context
 };
-
-// Times `steps` calls of `step` after `warmup` (each call ends synchronized on the host).
-template <class F>
-std::vector<double> time_steps(int warmup, int steps, F step) {
-  for (int i = 0; i < warmup; ++i) step();
-  std::vector<double> ms;
-  for (int i = 0; i < steps; ++i) {
-    const auto t0 = Clock::now();
-    step();
-    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
-  return ms;
-}
 
 Row finish(Row r, const std::vector<double>& ms) {
   r.ms = median(ms);
@@ -104,6 +92,16 @@ int run(int argc, char** argv) {
                           "synchronizes around every op, so it is a separate pass); 0: none",
        cxxopts::value<int64_t>()->default_value("4096"))
       ("no-cuda-graphs", "run every plain step op by op instead of as a captured CUDA graph (to compare)")
+      ("prefill-lens", "also time to first token of prompts of these lengths, e.g. 1024,8192,65536 "
+                       "(bench/README.md); default none", cxxopts::value<std::string>()->default_value(""))
+      ("prefill-chunk", "rows of one prefill operation (the config key prefill_chunk)",
+       cxxopts::value<int64_t>()->default_value("2048"))
+      ("prefill-runs", "timed prefills per prompt length (median)", cxxopts::value<int>()->default_value("3"))
+      ("prefill-warmup", "untimed prefills first", cxxopts::value<int>()->default_value("1"))
+      ("prefill-profile-len", "also an op profile of one prefill of N tokens (-1: the shortest of "
+                              "--prefill-lens; 0: none)", cxxopts::value<int64_t>()->default_value("-1"))
+      ("peak-tflops", "the bf16 tensor-core rate achieved TFLOP/s is set against",
+       cxxopts::value<double>()->default_value(cat(kBf16PeakTflops)))
       ("json", "write the rows to FILE (bench/README.md schema)", cxxopts::value<std::string>())
       ("label", "free text recorded in the JSON (commit, machine)", cxxopts::value<std::string>()->default_value(""))
       ("h,help", "show this help");
@@ -122,6 +120,19 @@ int run(int argc, char** argv) {
       accept_milli.push_back(parse_accept_len_milli(item, "--accept-lens"));
   }
   const int64_t profile_ctx = args["profile-context"].as<int64_t>();
+  PrefillBenchOptions pre;
+  if (!args["prefill-lens"].as<std::string>().empty())
+    pre.lens = int_list(args["prefill-lens"].as<std::string>(), "--prefill-lens", 1);
+  pre.chunk = args["prefill-chunk"].as<int64_t>();
+  pre.runs = args["prefill-runs"].as<int>();
+  pre.warmup = args["prefill-warmup"].as<int>();
+  pre.profile_len = args["prefill-profile-len"].as<int64_t>();
+  pre.peak_tflops = args["peak-tflops"].as<double>();
+  if (pre.chunk < 1 || pre.runs < 1 || pre.warmup < 0 || pre.profile_len < -1 || !(pre.peak_tflops > 0))
+    throw Error("--prefill-chunk and --prefill-runs must be >= 1, --prefill-warmup >= 0, "
+                "--prefill-profile-len >= -1 and --peak-tflops > 0");
+  if (pre.profile_len == -1)
+    pre.profile_len = pre.lens.empty() ? 0 : *std::min_element(pre.lens.begin(), pre.lens.end());
 
   const ModelConfig cfg = preset_by_name(args["preset"].as<std::string>(), args["trunk-layers"].as<int>());
   SyntheticOptions so;
@@ -148,11 +159,12 @@ int run(int argc, char** argv) {
   spec.max_seq = max_seq;
   spec.max_prompt = std::max(tmax, 1);
 
+  const uint64_t free_at_start = ckpt.weight_memory()->free_bytes();
   const auto t_load = Clock::now();
   std::fprintf(stderr, "dsv4-bench-decode: %s, %d trunk layers, generating weights in %s%s ...\n",
                cfg.source.c_str(), cfg.num_hidden_layers, ckpt.weight_memory()->name().c_str(),
                so.share_layers_by_kind ? " (layers of one kind shared)" : "");
-  Stage plain(ckpt, *ops, spec);
+  auto plain = std::make_unique<Stage>(ckpt, *ops, spec);
   std::unique_ptr<Stage> spec_stage;
   if (verify) {
     StageSpec s = spec;
@@ -164,7 +176,7 @@ int run(int argc, char** argv) {
   const uint64_t generated = ckpt.weight_memory()->bytes(), free_after = ckpt.weight_memory()->free_bytes();
   std::printf("weights: %.2f GB generated in %.1f s; plain stage resident (weights as read + caches) %.2f GB; "
               "%.2f GB free after load\n",
-              generated / 1e9, load_s, plain.resident_bytes() / 1e9, free_after / 1e9);
+              generated / 1e9, load_s, plain->resident_bytes() / 1e9, free_after / 1e9);
 
   const auto by_class = step_weight_bytes(cfg, so.trunk_experts);
   uint64_t weight_bytes = 0;
@@ -202,8 +214,8 @@ int run(int argc, char** argv) {
   std::vector<Row> rows;
   std::map<int64_t, double> plain_ms;
   for (int64_t p : contexts) {
-    plain.fill_for_benchmark(p, 0xC0FFEEu + p);
-    const auto ms = time_steps(warmup, steps, [&] { plain_step(plain, *ops); });
+    plain->fill_for_benchmark(p, 0xC0FFEEu + p);
+    const auto ms = time_steps(warmup, steps, [&] { plain_step(*plain, *ops); });
     Row r;
     r.kind = "plain";
     r.context = p;
@@ -223,8 +235,8 @@ int run(int argc, char** argv) {
               static_cast<long long>(path.plain));
   if (verify) {
     if (!plain_ms.count(verify_ctx)) {
-      plain.fill_for_benchmark(verify_ctx, 0xC0FFEEu + verify_ctx);
-      plain_ms[verify_ctx] = median(time_steps(warmup, steps, [&] { plain_step(plain, *ops); }));
+      plain->fill_for_benchmark(verify_ctx, 0xC0FFEEu + verify_ctx);
+      plain_ms[verify_ctx] = median(time_steps(warmup, steps, [&] { plain_step(*plain, *ops); }));
     }
     for (int64_t t : verify_rows) {
       spec_stage->fill_for_benchmark(verify_ctx, 0xBEEFu + t);
@@ -280,6 +292,17 @@ int run(int argc, char** argv) {
                 static_cast<long long>(profile_ctx), timed.table().c_str());
   }
 
+  // The prefill rows run on a stage of their own; the decode stages go first, so peak_mem
+  // is what the prefill needs (the weights stay: they live in the checkpoint's memory).
+  plain.reset();
+  spec_stage.reset();
+  std::vector<PrefillRow> prefill;
+  if (!pre.lens.empty()) prefill = run_prefill_rows(ckpt, *ops, pre, free_at_start);
+  if (pre.profile_len > 0)
+    std::printf("op profile of one prefill of %lld tokens in chunks of %lld (every op synchronized):\n%s\n",
+                static_cast<long long>(pre.profile_len), static_cast<long long>(pre.chunk),
+                prefill_profile(ckpt, *ops, pre).c_str());
+
   std::printf("%-7s %8s %4s %10s %10s %10s %14s %14s %8s %10s %9s\n", "kind", "context", "T", "ms/step",
               "min", "max", "weight_bytes", "context_bytes", "TB/s", "x_floor4.3", "x_plain");
   nlohmann::ordered_json out;
@@ -323,6 +346,9 @@ int run(int argc, char** argv) {
     if (r.kind == "verify") j["ratio_to_plain"] = r.ms / r.plain_ms;
     out["rows"].push_back(j);
   }
+  if (!prefill.empty()) print_prefill_rows(prefill, pre.peak_tflops);
+  for (const PrefillRow& r : prefill)
+    out["rows"].push_back(prefill_row_json(r, cfg.num_hidden_layers, pre.runs, pre.peak_tflops));
   if (!spec_rows.empty()) {
     std::printf("\n%-7s %8s %4s %10s %8s %12s %14s %8s\n", "kind", "context", "T", "accept_len", "rounds",
                 "tokens/round", "ms/token", "speedup");

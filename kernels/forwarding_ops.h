@@ -79,6 +79,16 @@ class ForwardingOps : public Ops {
   void grouped_wo_a(const Fp8Linear& w, const float* o, int rows, int g, bool a, float* og) override {
     in_.grouped_wo_a(w, o, rows, g, a, og);
   }
+  void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool a, float* y) override {
+    in_.linear_fp8_gemm(w, x, rows, a, y);
+  }
+  void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool a, float* y) override {
+    in_.linear_bf16_gemm(w, x, rows, a, y);
+  }
+  void grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
+                         float* og) override {
+    in_.grouped_wo_a_gemm(w, o, rows, g, a, og);
+  }
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* sc, int nb,
                        const float* pkv, const float* psc, int fb, const RopeTable& r, double e,
                        const Numerics& num, float* out) override {
@@ -111,6 +121,10 @@ class ForwardingOps : public Ops {
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float lim, const Numerics& num, float* out) override {
     in_.moe(b, x, rows, sel, wt, k, lim, num, out);
+  }
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+                int k, float lim, const Numerics& num, float* out) override {
+    in_.moe_gemm(b, x, rows, sel, wt, k, lim, num, out);
   }
   void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
                     size_t n) override {

@@ -163,6 +163,19 @@ class Ops {
   // [g*Or, (g+1)*Or) against o columns [g*nh*D/G, (g+1)*nh*D/G). L-bf16.
   virtual void grouped_wo_a(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                             bool act_bf16, float* og) = 0;
+  // The same three products for the rows of a prefill or of a prefill chunk (issue 13),
+  // chosen by the caller (stage/layer_prefill.cpp, layer_extend.cpp), never by a row
+  // count. cuda runs them as tensor-core GEMMs (cuBLASLt, bf16 x bf16 -> f32: the weight
+  // dequantized exactly to bf16, an f32 activation split exactly into three bf16 terms
+  // when !act_bf16); their summation order depends on the shape, so a row is NOT
+  // bit-identical to the ops above (R-I3 keeps decode and verify on those): bound by
+  // MODEL.md §6.7 law 2's tolerance. cpu: the ops above.
+  virtual void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool act_bf16,
+                               float* y) = 0;
+  virtual void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool act_bf16,
+                                float* y) = 0;
+  virtual void grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows, int groups,
+                                 bool act_bf16, float* og) = 0;
 
   // ---- compressor, indexer, attention ----
   // §4.16 steps 3-6 for n_blocks consecutive blocks. Rows have width Lc = c.latent().
@@ -212,6 +225,12 @@ class Ops {
   virtual void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                    const float* wt, int k, float swiglu_limit, const Numerics& num,
                    float* out) = 0;
+  // The same for the rows of a prefill or a chunk (issue 13; chosen as the *_gemm linears
+  // are): cuda groups the rows by expert and runs each expert's projections, and the
+  // shared expert's, as tensor-core GEMMs; law 2's tolerance, not R-I3. cpu: moe.
+  virtual void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                        const float* wt, int k, float swiglu_limit, const Numerics& num,
+                        float* out) = 0;
 
   // ---- device step: plain decode of one row at the position p = *pos (backend) ----
   // base[(p mod slots) * n + i] = src[i] for i < n (the ring slot of §6.3; the pending

@@ -141,6 +141,18 @@ void TimedOps::grouped_wo_a(const Fp8Linear& w, const float* o, int rows, int g,
   timed("grouped_wo_a " + weight_class(w.weight.name),
         [&] { inner().grouped_wo_a(w, o, rows, g, a, og); });
 }
+void TimedOps::linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool a, float* y) {
+  timed("linear_fp8_gemm " + weight_class(w.weight.name),
+        [&] { inner().linear_fp8_gemm(w, x, rows, a, y); });
+}
+void TimedOps::linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool a, float* y) {
+  timed("linear_bf16_gemm " + weight_class(w.name), [&] { inner().linear_bf16_gemm(w, x, rows, a, y); });
+}
+void TimedOps::grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
+                                 float* og) {
+  timed("grouped_wo_a_gemm " + weight_class(w.weight.name),
+        [&] { inner().grouped_wo_a_gemm(w, o, rows, g, a, og); });
+}
 void TimedOps::compress_blocks(const CompressorWeights& c, const float* kv, const float* sc, int nb,
                                const float* pkv, const float* psc, int fb, const RopeTable& r,
                                double e, const Numerics& num, float* out) {
@@ -178,6 +190,10 @@ void TimedOps::route_dev(const BlockWeights& b, const float* x, int rows, const 
 void TimedOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                    const float* wt, int k, float lim, const Numerics& num, float* out) {
   timed("moe", [&] { inner().moe(b, x, rows, sel, wt, k, lim, num, out); });
+}
+void TimedOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                        const float* wt, int k, float lim, const Numerics& num, float* out) {
+  timed("moe_gemm", [&] { inner().moe_gemm(b, x, rows, sel, wt, k, lim, num, out); });
 }
 void TimedOps::copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
                             size_t n) {

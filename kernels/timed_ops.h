@@ -70,6 +70,10 @@ class TimedOps : public ForwardingOps {
   void linear_bf16(const TensorView& w, const float* x, int rows, bool a, float* y) override;
   void linear_island(const TensorView& w, const float* x, int rows, float* y) override;
   void grouped_wo_a(const Fp8Linear& w, const float* o, int rows, int g, bool a, float* og) override;
+  void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool a, float* y) override;
+  void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool a, float* y) override;
+  void grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
+                         float* og) override;
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* sc, int nb,
                        const float* pkv, const float* psc, int fb, const RopeTable& r, double e,
                        const Numerics& num, float* out) override;
@@ -88,6 +92,8 @@ class TimedOps : public ForwardingOps {
                  int ne, int k, float rs, int32_t* sel, float* wt) override;
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float lim, const Numerics& num, float* out) override;
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+                int k, float lim, const Numerics& num, float* out) override;
   void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
                     size_t n) override;
   void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,

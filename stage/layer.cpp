@@ -58,6 +58,16 @@ Layer::Layer(Ops& ops, BlockWeights w, const ModelConfig& cfg, const RopeTable& 
   prepare_block(ops, w_);
 }
 
+void Layer::linear(LayerContext& ctx, const Fp8Linear& w, const float* x, int rows, float* y) {
+  if (ctx.gemm) ctx.ops.linear_fp8_gemm(w, x, rows, ctx.num.act_bf16(), y);
+  else ctx.ops.linear_fp8(w, x, rows, ctx.num.act_bf16(), y);
+}
+
+void Layer::linear(LayerContext& ctx, const TensorView& w, const float* x, int rows, float* y) {
+  if (ctx.gemm) ctx.ops.linear_bf16_gemm(w, x, rows, ctx.num.act_bf16(), y);
+  else ctx.ops.linear_bf16(w, x, rows, ctx.num.act_bf16(), y);
+}
+
 void Layer::rope_rows(LayerContext& ctx, float* v, int rows, int heads, int dim, bool inverse) {
   if (ctx.device_step)
     ctx.ops.rope_dev(v, rows, heads, dim, *rope_, ctx.ws.step_pos(), inverse);
@@ -70,13 +80,12 @@ void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
-  const bool act = ctx.num.act_bf16();
   ops.hc_pre(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
              c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
   ops.rmsnorm(ws.y.data(), w_.attn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
-  ops.linear_fp8(w_.wq_a, ws.x.data(), rows, act, ws.qr.data());              // [rows, Qr]
+  linear(ctx, w_.wq_a, ws.x.data(), rows, ws.qr.data());                      // [rows, Qr]
   ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
-  ops.linear_fp8(w_.wq_b, ws.qr.data(), rows, act, ws.q.data());              // [rows, nh, D]
+  linear(ctx, w_.wq_b, ws.qr.data(), rows, ws.q.data());                      // [rows, nh, D]
   ops.head_rms(ws.q.data(), rows * c.num_attention_heads, c.head_dim, c.rms_norm_eps);
   rope_rows(ctx, ws.q.data(), rows, c.num_attention_heads, c.head_dim, false);
 }
@@ -85,7 +94,7 @@ void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
 void Layer::kv_path(LayerContext& ctx, int rows, float* kv) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
-  ops.linear_fp8(w_.wkv, ctx.ws.x.data(), rows, ctx.num.act_bf16(), kv);
+  linear(ctx, w_.wkv, ctx.ws.x.data(), rows, kv);
   ops.rmsnorm(kv, w_.kv_norm, rows, c.head_dim, c.rms_norm_eps, kv);
   rope_rows(ctx, kv, rows, 1, c.head_dim, false);
   ops.kv_act_quant(kv, rows, c.head_dim, c.qk_rope_head_dim, ctx.num.kv_quant);
@@ -96,14 +105,13 @@ void Layer::indexer_query(LayerContext& ctx, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
-  const bool act = ctx.num.act_bf16();
-  ops.linear_fp8(w_.indexer->wq_b, ws.qr.data(), rows, act, ws.qi.data());
+  linear(ctx, w_.indexer->wq_b, ws.qr.data(), rows, ws.qi.data());
   rope_rows(ctx, ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, false);
   // §4.18 step 1: Hadamard then FP4 QAT; indexer_quant none skips both (MODEL.md
   // numeric options: the rotation is orthogonal, so scores keep their exact value).
   if (ctx.num.indexer_quant == IndexerQuant::fp4)
     ops.hadamard_fp4(ws.qi.data(), rows * c.index_n_heads, c.index_head_dim, true);
-  ops.linear_bf16(w_.indexer->weights_proj, ws.x.data(), rows, act, ws.wi.data());
+  linear(ctx, w_.indexer->weights_proj, ws.x.data(), rows, ws.wi.data());
 }
 
 void Layer::upload_index(LayerContext& ctx, const MergedIndex& m, int rows) {
@@ -144,8 +152,9 @@ void Layer::attention_back(LayerContext& ctx, const float* kv_source, const Merg
   ops.sink_attention(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
                      ws.idx.data(), m.width, w_.attn_sink, scale, ws.o.data());
   rope_rows(ctx, ws.o.data(), rows, c.num_attention_heads, c.head_dim, true);
-  ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
-  ops.linear_fp8(w_.wo_b, ws.og.data(), rows, act, ws.a.data());
+  if (ctx.gemm) ops.grouped_wo_a_gemm(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
+  else ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
+  linear(ctx, w_.wo_b, ws.og.data(), rows, ws.a.data());
   ops.hc_post(ws.a.data(), h, ws.post.data(), ws.comb.data(), rows, c.hc_mult, c.hidden_size,
               ws.h_mid.data());
 }
@@ -165,8 +174,12 @@ void Layer::ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h) {
   else
     ops.route(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
               c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());
-  ops.moe(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
-          static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());
+  if (ctx.gemm)
+    ops.moe_gemm(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
+                 static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());
+  else
+    ops.moe(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
+            static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());
   ops.hc_post(ws.moe_out.data(), ws.h_mid.data(), ws.post.data(), ws.comb.data(), rows,
               c.hc_mult, c.hidden_size, h);
 }

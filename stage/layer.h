@@ -21,6 +21,10 @@ struct LayerContext {
   const Numerics& num;
   Workspace& ws;
   int n_targets = 0;  // tap row width in units of hidden (SPECDECODE §2.3)
+  // The rows are a prefill or a prefill chunk: the L-bf16 linears run as GEMMs (the *_gemm
+  // ops and moe_gemm, law 2's tolerance); off for decode, verify and draft rows (R-I3:
+  // row-independent).
+  bool gemm = false;
   // Plain decode: positions and token ids come from ws.step (backend), not ws.positions.
   bool device_step = false;
 };
@@ -69,6 +73,10 @@ class Layer {
   const LayerCache& cache() const { return cache_; }
 
  private:
+  // The L-bf16 linears of the block: Ops::linear_fp8 / linear_bf16, or their GEMMs when
+  // ctx.gemm.
+  static void linear(LayerContext& ctx, const Fp8Linear& w, const float* x, int rows, float* y);
+  static void linear(LayerContext& ctx, const TensorView& w, const float* x, int rows, float* y);
   // Rope of v [rows, heads, dim] at the rows' positions: ws.step's (ctx.device_step) or
   // the host ws.positions.
   void rope_rows(LayerContext& ctx, float* v, int rows, int heads, int dim, bool inverse);

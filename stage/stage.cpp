@@ -167,6 +167,7 @@ void Stage::prefill(const std::vector<int32_t>& ids, float* h, float* taps) {
   reset();
   if (spec_.first()) m.ops.embed(m.embed_table, ids.data(), static_cast<int>(n), m.cfg.hc_mult, h);
   LayerContext ctx = m.context();
+  ctx.gemm = true;  // issue 13: a prefill's linears are GEMMs (kernels/ops.h *_gemm)
   for (auto& layer : m.layers) layer->prefill(ctx, ids.data(), static_cast<int>(n), h, taps);
   m.pos = n;
 }
@@ -184,6 +185,7 @@ void Stage::extend(const std::vector<int32_t>& ids, float* h, float* taps) {
   m.check_tokens(ids, "extend");
   if (spec_.first()) m.ops.embed(m.embed_table, ids.data(), static_cast<int>(n), m.cfg.hc_mult, h);
   LayerContext ctx = m.context();
+  ctx.gemm = true;  // as prefill's
   for (auto& layer : m.layers) layer->extend(ctx, ids.data(), m.pos, static_cast<int>(n), h, taps);
   m.pos += n;
 }

@@ -109,6 +109,19 @@ class CpuOps final : public Ops {
                     float* og) override {
     cpu_grouped_wo_a(cache_, wo_a, o, rows, groups, act_bf16, og);
   }
+  // The prefill GEMMs are the reference linears here (kernels/ops.h).
+  void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool act_bf16,
+                       float* y) override {
+    linear_fp8(w, x, rows, act_bf16, y);
+  }
+  void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool act_bf16,
+                        float* y) override {
+    linear_bf16(w, x, rows, act_bf16, y);
+  }
+  void grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows, int groups,
+                         bool act_bf16, float* og) override {
+    grouped_wo_a(wo_a, o, rows, groups, act_bf16, og);
+  }
 
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* score,
                        int n_blocks, const float* prev_kv, const float* prev_score,
@@ -151,6 +164,11 @@ class CpuOps final : public Ops {
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override {
     cpu_moe(cache_, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+  }
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                const float* wt, int k, float swiglu_limit, const Numerics& num,
+                float* out) override {
+    moe(b, x, rows, sel, wt, k, swiglu_limit, num, out);
   }
 
   void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,

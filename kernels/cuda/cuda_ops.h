@@ -20,6 +20,8 @@ namespace dsv4 {
 
 namespace cuda {
 struct GemvArgs;
+struct GemmProblem;
+class LtGemm;
 }
 
 // Move-only owner of an instantiated CUDA graph (StepGraphs' Graph).
@@ -94,6 +96,13 @@ class CudaOps final : public Ops {
   void linear_island(const TensorView& w, const float* x, int rows, float* y) override;
   void grouped_wo_a(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                     bool act_bf16, float* og) override;
+  // The prefill GEMMs (kernels/cuda/gemm_prefill.cu).
+  void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool act_bf16,
+                       float* y) override;
+  void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool act_bf16,
+                        float* y) override;
+  void grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows, int groups,
+                         bool act_bf16, float* og) override;
 
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* score,
                        int n_blocks, const float* prev_kv, const float* prev_score,
@@ -117,6 +126,10 @@ class CudaOps final : public Ops {
                  float* wt) override;
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override;
+  // The prefill MoE, grouped by expert (kernels/cuda/moe_prefill.cu).
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                const float* wt, int k, float swiglu_limit, const Numerics& num,
+                float* out) override;
 
   void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
                     size_t n) override;
@@ -135,8 +148,9 @@ class CudaOps final : public Ops {
   // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
   // step_block: compress_at's block row and its rope position (issue 12). hc_part: hc_pre's
   // mix partials, which the Sinkhorn split reads on split_stream_ (its own slot: no other
-  // op may reuse it while the split runs).
-  enum class Slot { host_args, host_args2, f32_a, f32_b, step_block, hc_part, count };
+  // op may reuse it while the split runs). gemm_*: the prefill GEMMs' bf16 weight, bf16
+  // activation terms and cuBLASLt workspace.
+  enum class Slot { host_args, host_args2, f32_a, f32_b, step_block, hc_part, gemm_w, gemm_x, gemm_ws, count };
 
   void activate() const;  // cudaSetDevice(device_)
   // hc_pre's Sinkhorn split (post, comb) runs on split_stream_, off the critical path
@@ -202,6 +216,13 @@ class CudaOps final : public Ops {
   void gemv_rows(const W& w, const float* x, int64_t k_in, bool act_bf16, float* y, int64_t n_out,
                  int rows);
 
+  // The prefill GEMMs: the weight as bf16 in Slot::gemm_w (the FP8 codes x block scales
+  // dequantized exactly, or an F32 weight's bf16-exact values; a BF16 weight is used in
+  // place), then `a` run by cuBLASLt (gemm_prefill.cu).
+  const uint16_t* bf16_fp8_weight(const Fp8Linear& w);
+  const uint16_t* bf16_weight(const TensorView& w);
+  void gemm(cuda::GemmProblem a);
+
   int device_ = 0;
   int sm_count_ = 0;  // multiprocessors of the device (the GEMV's split rule)
   cudaStream_t stream_ = nullptr;
@@ -225,6 +246,9 @@ class CudaOps final : public Ops {
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };
   Scratch scratch_[static_cast<int>(Slot::count)];
   uint8_t* ring_ = nullptr;  // pinned host memory, kUploadRing bytes
+  // cuBLASLt handle and the algorithm chosen per shape, made on first use (a shared_ptr
+  // so this header needs no cuBLASLt types; gemm_prefill.cu owns the deleter).
+  std::shared_ptr<cuda::LtGemm> lt_;
   size_t ring_used_ = 0;
 };
 

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/quant.cuh"
+#include "kernels/cuda/swiglu.cuh"
 #include "base/error.h"
 
 namespace dsv4 {
@@ -30,17 +31,7 @@ constexpr int kTileRows = 16;   // weight rows per block: the m16 of the mma
 constexpr int kChunk = 128;     // K per lane group and chunk: 4 lanes x one 32-element run
 constexpr int kAhead = 2;       // chunks per warp loaded before the first is used
 
-__device__ float sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
-
-// §4.23 steps 2-4 on one element: clamp (u both sides, g from above; limit <= 0 off),
-// h = wt (silu(g) u).
-__device__ inline float swiglu(float g, float u, float wt, float limit) {
-  if (limit > 0.0f) {
-    g = limit < g ? limit : g;
-    u = cuda::clamp_keep_nan(u, -limit, limit);
-  }
-  return wt * ((g * sigmoid(g)) * u);
-}
+using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh, shared with moe_prefill.cu)
 
 // §4.9 as values, one warp per (row, 128-block): y [rows, K] = e4m3(x / s) * s (may alias
 // x). The scale s is a power of two (pow2ceil), so q * s is exact and the expert kernel

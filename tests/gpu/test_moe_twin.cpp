@@ -1,6 +1,8 @@
 // CUDA vs CPU: router (§4.22) and MoE experts in both arms (§4.23-§4.24, D4), plus the
 // per-row independence of the MoE (SPECDECODE.md §6.3).
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "tests/gpu/twin_harness.h"
 
@@ -165,6 +167,25 @@ constexpr Arm kArms[] = {{"native", ExpertArm::native, DenseAct::bf16, 10.0f, 3e
 
 const char* recipe_name(ExpertRecipe r) { return r == ExpertRecipe::mxfp4 ? "mxfp4 " : "nvfp4 "; }
 
+// The arms a case runs, with their numerics: every arm, or with a forced scale_2 (> 0)
+// the native arm only (the bf16 arm refuses a scale_2 that is not a power of two).
+std::vector<std::pair<Arm, Numerics>> arms_for(float scale_2) {
+  std::vector<std::pair<Arm, Numerics>> out;
+  for (const Arm& a : kArms) {
+    if (scale_2 > 0.0f && a.arm != ExpertArm::native) continue;
+    Numerics num;
+    num.expert_arm = a.arm;
+    num.dense_act = a.act;
+    out.emplace_back(a, num);
+  }
+  return out;
+}
+
+std::string case_name(const char* op, ExpertRecipe r, const Arm& a, const MoeShape& s, int rows) {
+  return std::string(op) + recipe_name(r) + a.name + " H " + std::to_string(s.hidden) + " rows " +
+         std::to_string(rows);
+}
+
 // The MoE of `rows` rows of x on the GPU (a fresh output).
 std::vector<float> gpu_moe(Backends& b, const Block& blk, const PairF& x, const PairI& sel, const PairF& wt,
                            int hidden, int rows, const Arm& a, const Numerics& num) {
@@ -190,13 +211,8 @@ void check_moe(const MoeShape& s, ExpertRecipe recipe, int rows, const std::vect
   for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
   PairI sel = put_i32(b, sel_host);
   PairF wt = put(b, wt_host);
-  for (const Arm& a : kArms) {
-    if (scale_2 > 0.0f && a.arm != ExpertArm::native) continue;
-    Numerics num;
-    num.expert_arm = a.arm;
-    num.dense_act = a.act;
-    const std::string what = std::string("moe ") + recipe_name(recipe) + a.name + " H " +
-                             std::to_string(s.hidden) + " rows " + std::to_string(rows);
+  for (const auto& [a, num] : arms_for(scale_2)) {
+    const std::string what = case_name("moe ", recipe, a, s, rows);
     PairF ref = zeros(b, static_cast<size_t>(rows) * s.hidden);
     b.cpu->moe(blk.w, x[kCpu], rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
     const std::vector<float> all = gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num);
@@ -268,6 +284,53 @@ TEST_CASE("moe twin at Flash shapes: 8 rows, shared and distinct experts, both r
   std::vector<int32_t> sel(&picks[0][0], &picks[0][0] + kVerify * kK);
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_moe(kFlash, recipe, kVerify, sel, true, recipe == ExpertRecipe::mxfp4 ? 84 : 85);
+}
+
+// The prefill MoE (Ops::moe_gemm: rows grouped by expert, GEMMs) against the CPU's moe in
+// every arm, with check_moe's bounds (the GEMMs sum the same exact products in another
+// f32 order; an NVFP4 scale_2 multiplies the GEMM's sum, as the mma kernel does), and a
+// repeated call bit-identical. Each row picks 6 distinct experts of the first half
+// (seeded): uneven groups, half the experts unused. scale_2 > 0 as in check_moe.
+void check_moe_gemm(const MoeShape& s, ExpertRecipe recipe, int rows, uint64_t seed, float scale_2 = 0.0f) {
+  Backends b;
+  Rng rng(seed);
+  Block blk(rng, recipe, false, s);
+  if (scale_2 > 0.0f)
+    for (ExpertWeights& e : blk.w.experts) e.w1.scale_2 = e.w2.scale_2 = e.w3.scale_2 = scale_2;
+  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
+  std::vector<int32_t> sel_host, ids(static_cast<size_t>(s.experts / 2));
+  std::vector<float> wt_host;
+  for (int t = 0; t < rows; ++t) {
+    for (size_t e = 0; e < ids.size(); ++e) ids[e] = static_cast<int32_t>(e);
+    std::shuffle(ids.begin(), ids.end(), rng.gen);
+    for (int j = 0; j < kK; ++j) {
+      sel_host.push_back(ids[j]);
+      wt_host.push_back(0.1f + 0.05f * j);
+    }
+  }
+  PairI sel = put_i32(b, sel_host);
+  PairF wt = put(b, wt_host);
+  for (const auto& [a, num] : arms_for(scale_2)) {
+    const std::string what = case_name("moe_gemm ", recipe, a, s, rows);
+    const size_t n = static_cast<size_t>(rows) * s.hidden;
+    PairF out = zeros(b, n), again = zeros(b, n);
+    for (int side : {kCpu, kGpu})
+      b.at(side).moe_gemm(blk.w, x[side], rows, sel[side], wt[side], kK, a.limit, num, out[side]);
+    check_close(what, get(b, out, kCpu), get(b, out, kGpu), a.rel_l2, a.max_norm);
+    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, again[kGpu]);
+    check_bitwise(what + " repeated call", get(b, out, kGpu), get(b, again, kGpu));
+  }
+}
+
+TEST_CASE("moe_gemm twin (prefill, grouped by expert): every arm, MXFP4 and NVFP4, 1 and 37 rows") {
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    for (int rows : {1, 37}) check_moe_gemm(kSmall, recipe, rows, recipe == ExpertRecipe::mxfp4 ? 91 : 92);
+  check_moe_gemm(kSmall, ExpertRecipe::nvfp4, 37, 93, 0.0123f);  // scale_2 no power of two
+}
+
+TEST_CASE("moe_gemm twin at Flash shapes: 24 rows over 128 of the 256 experts, both recipes") {
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_moe_gemm(kFlash, recipe, 24, recipe == ExpertRecipe::mxfp4 ? 94 : 95);
 }
 
 }  // namespace dsv4::twin

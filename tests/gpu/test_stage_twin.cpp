@@ -2,7 +2,11 @@
 // law 5, MODEL.md D15): the hc-state after every layer and the logits within relative
 // L2 1e-3, greedy tokens equal except at recorded near-ties (top-1/top-2 margin < 0.5);
 // and split invariance on the GPU (law 1): one 7-layer stage and seven 1-layer stages
-// give bit-identical logits.
+// give bit-identical logits. The prompt's rows run through the prefill GEMMs
+// (kernels/ops.h *_gemm, issue 13; each within ~1e-6 of its CPU twin,
+// test_gemm_prefill_twin.cpp) and the decode rows through the row-independent GEMVs, so
+// the same bounds are law 2's check that decode after a tensor-core prefill keeps to the
+// CPU reference.
 #include <doctest/doctest.h>
 
 #include <algorithm>

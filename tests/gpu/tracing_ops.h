@@ -90,6 +90,19 @@ class TracingOps final : public ForwardingOps {
     inner().grouped_wo_a(w, o, rows, g, a, og);
     rec("grouped_wo_a", og, static_cast<size_t>(rows) * w.out());
   }
+  void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool a, float* y) override {
+    inner().linear_fp8_gemm(w, x, rows, a, y);
+    rec("linear_fp8_gemm " + w.weight.name, y, static_cast<size_t>(rows) * w.out());
+  }
+  void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool a, float* y) override {
+    inner().linear_bf16_gemm(w, x, rows, a, y);
+    rec("linear_bf16_gemm " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
+  }
+  void grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
+                         float* og) override {
+    inner().grouped_wo_a_gemm(w, o, rows, g, a, og);
+    rec("grouped_wo_a_gemm", og, static_cast<size_t>(rows) * w.out());
+  }
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* sc, int nb,
                        const float* pkv, const float* psc, int fb, const RopeTable& r, double e,
                        const Numerics& num, float* out) override {
@@ -150,6 +163,11 @@ class TracingOps final : public ForwardingOps {
            int k, float lim, const Numerics& num, float* out) override {
     inner().moe(b, x, rows, sel, wt, k, lim, num, out);
     rec("moe", out, static_cast<size_t>(rows) * b.wq_a.in());
+  }
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+                int k, float lim, const Numerics& num, float* out) override {
+    inner().moe_gemm(b, x, rows, sel, wt, k, lim, num, out);
+    rec("moe_gemm", out, static_cast<size_t>(rows) * b.wq_a.in());
   }
 
  private:

@@ -39,6 +39,11 @@ class ClampProbe : public ForwardingOps {
         max_u = std::max(max_u, max_abs_row(decoded(e.w3), x + t * hidden, e.w3));
       }
   }
+  // The prefill's MoE (Ops::moe_gemm, on the CPU the same op): probed as well.
+  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+                int k, float limit, const Numerics& num, float* out) override {
+    moe(b, x, rows, sel, wt, k, limit, num, out);
+  }
 
  private:
   const std::vector<float>& decoded(const Fp4Linear& w) {

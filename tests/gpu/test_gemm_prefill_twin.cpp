@@ -1,0 +1,93 @@
+// CUDA vs CPU: the prefill GEMMs (kernels/ops.h *_gemm, kernels/cuda/gemm_prefill.cu) on
+// the CPU reference linears, at odd sizes and Flash shapes, both activation arms, and
+// run-to-run bit equality (the algorithm is fixed per shape).
+//
+// Tolerance, both arms: the GEMM multiplies the same exact values as the reference (the
+// weight dequantized exactly to bf16; x rounded to bf16, or split exactly into three bf16
+// terms for f32 activations) and accumulates in f32 in another order, so the outputs
+// differ by summation rounding only: about sqrt(k) 2^-24 relative, ~1e-6 at k = 16384.
+// Bound 1e-5, the GEMV twins' bound (test_linear_twin.cpp). A lost term of the f32 split
+// (2^-8 relative of x per missing term) would show as ~1e-3 and fail.
+#include "tests/gpu/twin_harness.h"
+
+namespace dsv4::twin {
+
+namespace {
+
+// y = op(x) on both backends, compared; on the GPU a second call gives the same bits.
+template <class F>
+void check_gemm(Backends& b, const std::string& what, const PairF& x, size_t out_n, F op) {
+  PairF y = zeros(b, out_n), again = zeros(b, out_n);
+  for (int s : {kCpu, kGpu}) op(b.at(s), x[s], y[s]);
+  check_close(what, get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
+  op(*b.gpu, x[kGpu], again[kGpu]);
+  check_bitwise(what + " run to run", get(b, y, kGpu), get(b, again, kGpu));
+}
+
+void check_fp8(Backends& b, Store& store, Rng& rng, int64_t out, int64_t in, int rows) {
+  const Fp8Linear w = store.fp8("wq_a", out, in, rng);
+  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * in));
+  for (bool act : {true, false})
+    check_gemm(b, cat("linear_fp8_gemm [", out, ", ", in, "] x ", rows, act ? " bf16 act" : " f32 act"), x,
+               static_cast<size_t>(rows) * out,
+               [&](Ops& o, const float* xp, float* yp) { o.linear_fp8_gemm(w, xp, rows, act, yp); });
+}
+
+void check_wo_a(Backends& b, Store& store, Rng& rng, int groups, int o_rank, int cols, int rows) {
+  const Fp8Linear w = store.fp8("wo_a", static_cast<int64_t>(groups) * o_rank, cols, rng);
+  PairF o = put(b, rng.normals(static_cast<size_t>(rows) * groups * cols));
+  for (bool act : {true, false})
+    check_gemm(b, cat("grouped_wo_a_gemm G ", groups, " Or ", o_rank, " cols ", cols, " x ", rows,
+                      act ? " bf16 act" : " f32 act"),
+               o, static_cast<size_t>(rows) * groups * o_rank,
+               [&](Ops& op, const float* xp, float* yp) { op.grouped_wo_a_gemm(w, xp, rows, groups, act, yp); });
+}
+
+}  // namespace
+
+TEST_CASE("linear_fp8_gemm twin: partial 128-blocks, odd sizes, 1 and many rows") {
+  Backends b;
+  Rng rng(41);
+  Store store;
+  check_fp8(b, store, rng, 200, 136, 1);
+  check_fp8(b, store, rng, 200, 136, 7);
+  check_fp8(b, store, rng, 197, 131, 33);  // odd strides: cuBLASLt at 2-byte alignment, or the GEMV
+  check_fp8(b, store, rng, 256, 512, 300);
+}
+
+TEST_CASE("linear_bf16_gemm twin: BF16 and bf16-exact F32 weights") {
+  Backends b;
+  Rng rng(42);
+  Store store;
+  const int64_t out = 64, in = 4096;  // Flash indexer weights_proj
+  std::vector<float> wv = rng.normals(out * in, 0.1f);
+  const TensorView wb = store.bf16("weights_proj", {out, in}, wv);  // wv: the stored values
+  const TensorView wf = store.f32("weights_proj_f32", {out, in}, wv);
+  const int rows = 129;
+  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * in));
+  for (const TensorView* w : {&wb, &wf})
+    for (bool act : {true, false})
+      check_gemm(b, cat("linear_bf16_gemm ", w->name, act ? " bf16 act" : " f32 act"), x,
+                 static_cast<size_t>(rows) * out,
+                 [&](Ops& o, const float* xp, float* yp) { o.linear_bf16_gemm(*w, xp, rows, act, yp); });
+}
+
+TEST_CASE("grouped_wo_a_gemm twin: group g uses rows [g*Or, (g+1)*Or) on its own columns") {
+  Backends b;
+  Rng rng(43);
+  Store store;
+  check_wo_a(b, store, rng, 4, 128, 256, 1);
+  check_wo_a(b, store, rng, 4, 128, 256, 37);
+}
+
+TEST_CASE("prefill GEMM twins at Flash shapes") {
+  Backends b;
+  Rng rng(44);
+  Store store;
+  check_fp8(b, store, rng, 512, 4096, 300);    // wkv, > 256 rows
+  check_fp8(b, store, rng, 32768, 1024, 40);   // wq_b
+  check_fp8(b, store, rng, 4096, 2048, 64);    // shared expert w2
+  check_wo_a(b, store, rng, 8, 1024, 4096, 40);  // wo_a: G = 8, Or = 1024, nh*D/G = 4096
+}
+
+}  // namespace dsv4::twin
