@@ -40,6 +40,7 @@ HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
                              Drafter* drafter, float* step_logits) {
   const StageSpec& spec = stage.spec();
   const int64_t t_rows = header.rows();  // T
+  FBuf own_logits;  // the head's logits [rows, V] when the caller keeps none
   if (moves_rows(header.kind)) {
     DSV4_CHECK(t_rows >= 1, "operation ", op_kind_name(header.kind), " without rows");
     DSV4_CHECK(stage.pos() == header.pos, "rank ", spec.rank, ": stage at position ",
@@ -54,7 +55,12 @@ HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
       break;
     case OpKind::decode:
       DSV4_CHECK(t_rows == 1, "decode of ", t_rows, " rows");
-      DSV4_CHECK(!spec.last() || step_logits, "decode on the head stage without step logits");
+      // The head scores the row inside the step (Stage::decode), into the caller's
+      // step_logits (the pipeline keeps one for every step) or a buffer of its own.
+      if (spec.last() && !step_logits) {
+        own_logits = ops.alloc(static_cast<size_t>(config.vocab_size));
+        step_logits = own_logits.data();
+      }
       stage.decode(header.ids[0], h, taps, spec.last() ? step_logits : nullptr);
       break;
     case OpKind::verify: stage.verify(header.ids, h, taps); break;
@@ -86,8 +92,7 @@ HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
   const int64_t first_row = t_rows - rows;
   const int64_t vocab = config.vocab_size;  // V
   const size_t row_floats = static_cast<size_t>(config.hc_mult) * config.hidden_size;
-  FBuf own_logits;  // [rows, V]; a decode scored its row within the step
-  float* logits = step_logits;
+  float* logits = step_logits;  // a decode's, scored within the step
   if (header.kind != OpKind::decode) {
     own_logits = ops.alloc(static_cast<size_t>(rows * vocab));
     logits = own_logits.data();

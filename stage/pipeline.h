@@ -53,7 +53,8 @@ struct HeadOutput {
 // prefill taps, propose asks it for a proposal (ids[0] = head token, pos = m0), commit
 // writes the ring rows of the committed positions from `taps` (the round's verify taps),
 // reset resets it. A decode on the head stage scores its row inside the step into
-// step_logits (backend [1, V], the same buffer every step: Stage::decode).
+// step_logits (backend [1, V]; the same buffer every step keeps the step's graph, see
+// Stage::decode), or into a buffer of the operation's own when it is null.
 // Tap rows [rows, n_targets, H] an operation carries across a boundary with the drafter
 // on (S14: a prefill only its last min(W, p0) rows; 0 for operations without rows).
 int64_t boundary_tap_rows(const OpHeader& header, const ModelConfig& config);

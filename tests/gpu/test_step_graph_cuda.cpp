@@ -6,6 +6,7 @@
 // leaves the backend usable.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -18,23 +19,41 @@ namespace {
 constexpr int64_t kMaxSeq = 256;  // the tiny model's max_position_embeddings
 
 // One single-stage tiny model on one backend, its decode buffers fixed (as the pipeline's).
+// drafter: the stage has the verify rows and writes tap rows (as a speculative run's).
 struct GraphRun {
-  GraphRun(Checkpoint& ckpt, bool graphs)
-      : ops(make_cuda_ops(0, graphs)),
-        stage(ckpt, *ops, stage_spec(0, 1, {0, ckpt.config().num_hidden_layers}, kMaxSeq, false)),
-        h(ops->alloc(static_cast<size_t>(kMaxSeq) * ckpt.config().hc_mult * ckpt.config().hidden_size)),
-        logits(ops->alloc(static_cast<size_t>(ckpt.config().vocab_size))) {}
+  GraphRun(Checkpoint& ckpt, bool graphs, bool drafter = false)
+      : cfg(ckpt.config()),
+        ops(make_cuda_ops(0, graphs)),
+        stage(ckpt, *ops, stage_spec(0, 1, {0, cfg.num_hidden_layers}, kMaxSeq, drafter)),
+        h(ops->alloc(static_cast<size_t>(kMaxSeq) * cfg.hc_mult * cfg.hidden_size)),
+        taps(ops->alloc(drafter ? tap_rows() * cfg.dspark.target_layer_ids.size() * cfg.hidden_size : 0)),
+        logits(ops->alloc(rows_cap() * static_cast<size_t>(cfg.vocab_size))) {}
 
+  // One plain decode step, its logits [V].
   std::vector<float> decode(int32_t token) {
-    stage.decode(token, h.data(), nullptr, logits.data());
-    std::vector<float> host(logits.size());
+    stage.decode(token, h.data(), taps.data(), logits.data());
+    return host_logits(1);
+  }
+  // The logits [T, V] of a verify round of T rows (left open).
+  std::vector<float> verify(const std::vector<int32_t>& round) {
+    stage.verify(round, h.data(), taps.data());
+    stage.head_logits(h.data(), static_cast<int>(round.size()), logits.data());
+    return host_logits(round.size());
+  }
+
+  size_t rows_cap() const { return static_cast<size_t>(cfg.dspark.block_size) + 1; }
+  // A prefill writes its last min(W, n) tap rows, a verify round T.
+  size_t tap_rows() const { return std::max(rows_cap(), static_cast<size_t>(cfg.sliding_window)); }
+  std::vector<float> host_logits(size_t rows) {
+    std::vector<float> host(rows * static_cast<size_t>(cfg.vocab_size));
     ops->download(host.data(), logits.data(), host.size());
     return host;
   }
 
+  const ModelConfig& cfg;
   std::unique_ptr<Ops> ops;
   Stage stage;
-  FBuf h, logits;
+  FBuf h, taps, logits;  // h [max_seq, hc, H], taps [tap_rows, n_targets, H], logits [T, V]
 };
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -91,6 +110,36 @@ TEST_CASE("cuda graphs: replayed plain decode steps equal steps op by op, bit fo
   check_same_caches(graphs.stage, plain.stage, kMaxSeq);
   const StepGraphCounts last = graphs.ops->step_graph_counts();
   CHECK(last.replays > first.replays);  // the late positions were replayed too
+}
+
+// Law 4 (SPECDECODE R-I3) against the graph path: verify rounds of T rows, issued op by
+// op on a stage with the drafter's transient rows, give each row the logits bits of the
+// replayed plain step at its position; commit(T) continues from there.
+TEST_CASE("cuda graphs: verify rows equal the replayed plain steps bit for bit") {
+  Checkpoint ckpt(tiny_dir());
+  const ModelConfig& c = ckpt.config();
+  GraphRun graphs(ckpt, true, true), spec(ckpt, false, true);
+  const int tmax = c.dspark.block_size + 1;
+  const std::vector<int32_t> ids = random_tokens(static_cast<int>(kMaxSeq), c.vocab_size, 3434);
+  constexpr int kPrompt = 11;
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + kPrompt);
+  for (GraphRun* r : {&graphs, &spec}) r->stage.prefill(prompt, r->h.data(), r->taps.data());
+
+  std::vector<std::vector<float>> steps;  // the graph run's logits at positions kPrompt..
+  constexpr int64_t kEnd = 75;
+  for (int64_t p = kPrompt; p < kEnd; ++p) steps.push_back(graphs.decode(ids[static_cast<size_t>(p)]));
+  CHECK(graphs.ops->step_graph_counts().replays == kEnd - kPrompt - 2);
+
+  int t = 1;
+  for (int64_t p = kPrompt; p + t <= kEnd; p += t, t = t % tmax + 1) {  // T = 1, 2, .., tmax, 1, ..
+    const std::vector<float> rows = spec.verify({ids.begin() + p, ids.begin() + p + t});
+    for (int i = 0; i < t; ++i) {
+      INFO("verify round at " << p << " of " << t << " rows, row " << i);
+      const auto row = rows.begin() + static_cast<ptrdiff_t>(i) * c.vocab_size;
+      CHECK(same_bits({row, row + c.vocab_size}, steps[static_cast<size_t>(p - kPrompt + i)]));
+    }
+    spec.stage.commit(t);
+  }
 }
 
 TEST_CASE("cuda graphs: memory allocated after a capture forces a re-capture, not a stale replay") {
