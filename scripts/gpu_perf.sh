@@ -8,17 +8,20 @@
 # Logs and JSON under $OUT (default build-gpu/perf); exit 1 when a validation failed.
 #
 # usage: COMMIT=<hash> scripts/gpu_perf.sh [--contexts LIST] [--verify-rows LIST]
-#                                          [--ops-rows LIST] [--accept-lens LIST] [--no-decode]
+#                                          [--ops-rows LIST] [--accept-lens LIST] [--prefill-lens LIST]
+#                                          [--no-decode]
 #   --accept-lens LIST  also speculative rounds at these mean acceptance lengths (issue 15)
+#   --prefill-lens LIST also the time to first token of prompts of these lengths (issue 13)
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0
-contexts=4096,65536 verify_rows=1,4 ops_rows=1,4 accept_lens= decode=1
+contexts=4096,65536 verify_rows=1,4 ops_rows=1,4 accept_lens= prefill_lens= decode=1
 while [ $# -gt 0 ]; do
   case $1 in
     --contexts) contexts=${2:?--contexts needs a list}; shift 2 ;;
     --verify-rows) verify_rows=${2:?--verify-rows needs a list}; shift 2 ;;
     --ops-rows) ops_rows=${2:?--ops-rows needs a list}; shift 2 ;;
     --accept-lens) accept_lens=${2:?--accept-lens needs a list}; shift 2 ;;
+    --prefill-lens) prefill_lens=${2:?--prefill-lens needs a list}; shift 2 ;;
     --no-decode) decode=0; shift ;;
     *) echo "gpu_perf.sh: unknown option '$1' (see the usage at the top)" >&2; exit 2 ;;
   esac
@@ -60,7 +63,7 @@ cat "$out/gemv_variants.txt" >>"$summary"
 cat "$out/ops.txt" >>"$summary"
 if [ "$decode" = 1 ]; then
   "$build/bench/dsv4-bench-decode" --contexts "$contexts" --verify-context 4096 --verify-rows "$verify_rows" \
-    ${accept_lens:+--accept-lens "$accept_lens"} --steps 10 --json "$out/decode.json" --label "$commit" >"$out/decode.txt" 2>&1 \
+    ${accept_lens:+--accept-lens "$accept_lens"} ${prefill_lens:+--prefill-lens "$prefill_lens"} --steps 10 --json "$out/decode.json" --label "$commit" >"$out/decode.txt" 2>&1 \
     || note "FAILED: dsv4-bench-decode (see decode.txt)"
   cat "$out/decode.txt" >>"$summary"
 fi
