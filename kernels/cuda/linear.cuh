@@ -11,10 +11,14 @@
 // (ascending k, fmaf) on the unscaled values, adds them and accumulates (lo + hi) * scale
 // over its chunks in ascending k (the FP8 block scale is a power of two, so scaling the
 // chunk's sum equals summing scaled products); the lanes combine by a fixed butterfly and
-// the splits in ascending order.
-// `splits` is chosen from the weight's shape alone (enough warps to fill the machine), and
-// the per-row arithmetic does not depend on R or on the other rows, so a row of a T-row
-// call is bit-identical to the same row alone (SPECDECODE.md §6.3 R-I3).
+// the splits in ascending order. Two kernels run that arithmetic: the chunk kernel (one
+// output set per warp set; weights under 8 MiB, where one wave of short-lived blocks wins)
+// and the persistent kernel (resident blocks walk the output sets and load the next chunk
+// group before using the current one; weights of 8 MiB and more, at every row count).
+// `splits` is chosen from the weight's shape and the device alone (enough warps to fill
+// it), the kernel from the shape and the row count, and the per-row arithmetic depends on
+// neither R nor the other rows, so a row of a T-row call is bit-identical to the same row
+// alone (SPECDECODE.md §6.3 R-I3).
 // Fallback (any layout): one warp per output, lane l sums k = l, l+32, ... ascending.
 #pragma once
 #include <cuda_fp16.h>
