@@ -63,8 +63,9 @@ float run(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) 
 
 template <int R, int NO, int U, int B>
 float run_persist(const cuda::Fp8Chunks& c, cuda::GemvArgs a, int reps, cudaStream_t s) {
-  a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec, device_sms());
-  return time_launches([&] { cuda::launch_gemv_persist<cuda::Fp8Chunks, R, NO, U, B>(c, a, 1, s); }, reps, s);
+  const int sms = device_sms();
+  a.splits = cuda::gemv_splits(a.n_out, a.k_in / cuda::Fp8Chunks::kVec, sms);
+  return time_launches([&] { cuda::launch_gemv_persist<cuda::Fp8Chunks, R, NO, U, B>(c, a, 1, sms, s); }, reps, s);
 }
 
 }  // namespace

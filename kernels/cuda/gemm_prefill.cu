@@ -32,6 +32,7 @@
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/gemm_prefill.cuh"
+#include "kernels/cuda/weight_checks.h"
 
 namespace dsv4 {
 namespace cuda {
@@ -215,10 +216,6 @@ class LtGemm {
 
 namespace {
 
-void require_2d(const TensorView& t, const char* what) {
-  if (t.shape.size() != 2) throw Error(cat(what, ": weight '", t.name, "' must be 2-D [out, in]"));
-}
-
 int convert_blocks(int64_t n) {
   return static_cast<int>(std::min<int64_t>((n + cuda::kConvertThreads - 1) / cuda::kConvertThreads, 1 << 16));
 }
@@ -272,7 +269,7 @@ void CudaOps::linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool
 }
 
 void CudaOps::linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool act_bf16, float* y) {
-  require_2d(w, "linear_bf16_gemm");
+  cuda::require_2d(w, "linear_bf16_gemm");
   gemm(cuda::linear_problem(bf16_weight(w), x, w.dim(1), w.dim(0), rows, act_bf16, y, w.name));
 }
 
@@ -281,16 +278,14 @@ void CudaOps::linear_bf16_gemm(const TensorView& w, const float* x, int rows, bo
 void CudaOps::grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                                 bool act_bf16, float* og) {
   const int64_t out = wo_a.out(), cols = wo_a.in();
-  if (groups <= 0 || out % groups != 0)
-    throw Error(cat("grouped_wo_a_gemm: '", wo_a.weight.name, "' has ", out,
-                    " rows, not divisible into ", groups, " groups"));
-  cuda::GemmProblem p = cuda::linear_problem(bf16_fp8_weight(wo_a), o, cols, out / groups, rows, act_bf16, og,
-                                       wo_a.weight.name);
+  const int64_t o_rank = cuda::wo_a_group_rows(wo_a, groups, "grouped_wo_a_gemm");  // Or
+  cuda::GemmProblem p = cuda::linear_problem(bf16_fp8_weight(wo_a), o, cols, o_rank, rows, act_bf16, og,
+                                             wo_a.weight.name);
   p.a.x_stride = cols * groups;
   p.a.x_group = cols;
   p.a.y_stride = out;
-  p.a.y_group = out / groups;
-  p.a.w_group = out / groups;
+  p.a.y_group = o_rank;
+  p.a.w_group = o_rank;
   p.batches = groups;
   gemm(p);
 }

@@ -1,18 +1,9 @@
 // Dense linears (MODEL.md §3.3, §4.12, §4.21): L-bf16 over FP8 / BF16 weights and
 // L-island, all through the fixed-order GEMV of linear.cuh.
 #include "kernels/cuda/linear.cuh"
-#include "base/error.h"
+#include "kernels/cuda/weight_checks.h"
 
 namespace dsv4 {
-
-namespace {
-
-void require_2d(const TensorView& t, const char* what) {
-  if (t.shape.size() != 2)
-    throw Error(cat(what, ": weight '", t.name, "' must be 2-D [out, in]"));
-}
-
-}  // namespace
 
 void CudaOps::linear_fp8(const Fp8Linear& w, const float* x, int rows, bool act_bf16, float* y) {
   const cuda::Fp8W d = fp8(w);
@@ -20,13 +11,13 @@ void CudaOps::linear_fp8(const Fp8Linear& w, const float* x, int rows, bool act_
 }
 
 void CudaOps::linear_bf16(const TensorView& w, const float* x, int rows, bool act_bf16, float* y) {
-  require_2d(w, "linear_bf16");
+  cuda::require_2d(w, "linear_bf16");
   const cuda::DenseW d = dense(w, w.dim(1));
   gemv_rows(d, x, w.dim(1), act_bf16, y, w.dim(0), rows);
 }
 
 void CudaOps::linear_island(const TensorView& w, const float* x, int rows, float* y) {
-  require_2d(w, "linear_island");
+  cuda::require_2d(w, "linear_island");
   const cuda::DenseW d = dense(w, w.dim(1));
   gemv_rows(d, x, w.dim(1), false, y, w.dim(0), rows);
 }
@@ -36,10 +27,7 @@ void CudaOps::linear_island(const TensorView& w, const float* x, int rows, float
 void CudaOps::grouped_wo_a(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                            bool act_bf16, float* og) {
   const int64_t out = wo_a.out(), cols = wo_a.in();
-  if (groups <= 0 || out % groups != 0)
-    throw Error(cat("grouped_wo_a: '", wo_a.weight.name, "' has ", out,
-                    " rows, not divisible into ", groups, " groups"));
-  const int64_t o_rank = out / groups;      // Or
+  const int64_t o_rank = cuda::wo_a_group_rows(wo_a, groups, "grouped_wo_a");  // Or
   const int64_t o_width = cols * groups;    // nh*D
   const cuda::Fp8W d = fp8(wo_a);
   cuda::GemvArgs a;  // one launch, the groups on grid.z

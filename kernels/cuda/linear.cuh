@@ -40,10 +40,11 @@ constexpr int kGemvOutputs = 2;  // NO: outputs per warp set (x chunks reused NO
 constexpr int kGemvAhead = 2;    // U: chunks in flight per weight row and lane (dsv4-dev-gemv)
 constexpr int kGemvRows = 8;     // R of the multi-row instantiation (verify rounds)
 // The persistent kernel (gemv_persist_kernel): outputs per warp set, chunks ahead and
-// resident blocks per SM by weight size (one row; launch_gemv_persist_rows for more) (dsv4-dev-gemv on an H200, every variant bitwise
-// equal): from 32 MiB NO 8 (2.08-2.19 TB/s on the 33.6 MB Flash matrices; the chunk kernel
-// 1.39-1.51), from 8 MiB NO 4 (1.22 against 1.01), below it the chunk kernel (the 2-4 MB
-// matrices are one wave, where fewer outputs per warp set win).
+// resident blocks per SM by weight size, one row (launch_gemv_persist_rows for more;
+// dsv4-dev-gemv on an H200, every variant bitwise equal): from 32 MiB NO 8 (2.08-2.19 TB/s
+// on the 33.6 MB Flash matrices; the chunk kernel 1.39-1.51), from 8 MiB NO 4 (1.22 against
+// 1.01), below it the chunk kernel (the 2-4 MB matrices are one wave, where fewer outputs
+// per warp set win).
 constexpr int kPersistAhead = 1, kPersistBlocks = 2;
 constexpr int kPersistOutputs = 4, kPersistWideOutputs = 8;
 constexpr int64_t kPersistMinChunks = int64_t{1} << 19;   // 8 MiB of 16-byte chunks
@@ -350,22 +351,20 @@ inline int gemv_splits(int64_t outputs, int64_t chunks, int sm_count) {
 }
 
 // The persistent kernel with a.splits set, R rows a block (grid.y the row blocks): as many
-// blocks as are resident at once on this device, at most one per output-set group.
+// blocks as are resident at once on a device of `sm_count` multiprocessors, at most one per
+// output-set group.
 template <class C, int R, int NO, int U = kPersistAhead, int MinBlocks = kPersistBlocks>
-void launch_gemv_persist(const C& c, const GemvArgs& a, int groups, cudaStream_t stream) {
+void launch_gemv_persist(const C& c, const GemvArgs& a, int groups, int sm_count, cudaStream_t stream) {
   static const int per_sm = [] {
     int n = 0;
     DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &n, gemv_persist_kernel<C, R, NO, U, MinBlocks>, kGemvThreads, 0));
     return n;
   }();
-  int device = 0, sms = 0;
-  DSV4_CUDA_CHECK(cudaGetDevice(&device));
-  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
   const int64_t need = (sets + per_block - 1) / per_block;
   const unsigned gy = static_cast<unsigned>((a.rows + R - 1) / R);
-  const int64_t resident = std::max<int64_t>(1, int64_t{sms} * per_sm / (int64_t{groups} * gy));
+  const int64_t resident = std::max<int64_t>(1, int64_t{sm_count} * per_sm / (int64_t{groups} * gy));
   const unsigned gx = static_cast<unsigned>(std::min(need, resident));
   gemv_persist_kernel<C, R, NO, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
   DSV4_CUDA_LAUNCH_CHECK();
@@ -377,17 +376,18 @@ void launch_gemv_persist(const C& c, const GemvArgs& a, int groups, cudaStream_t
 // 39 us with R 4 x NO 8, 8 rows 87-99 us with R 8 x NO 4; the chunk kernel 43-49, 62-67,
 // 104-132). Every choice computes a row alike (R-I3).
 template <class C>
-void launch_gemv_persist_rows(const C& c, const GemvArgs& a, int groups, int64_t chunks, cudaStream_t stream) {
+void launch_gemv_persist_rows(const C& c, const GemvArgs& a, int groups, int64_t chunks, int sm_count,
+                              cudaStream_t stream) {
   const bool wide = chunks >= kPersistWideChunks;
   if (a.rows == 1) {
-    if (wide) launch_gemv_persist<C, 1, kPersistWideOutputs>(c, a, groups, stream);
-    else launch_gemv_persist<C, 1, kPersistOutputs>(c, a, groups, stream);
+    if (wide) launch_gemv_persist<C, 1, kPersistWideOutputs>(c, a, groups, sm_count, stream);
+    else launch_gemv_persist<C, 1, kPersistOutputs>(c, a, groups, sm_count, stream);
   } else if (a.rows == 2) {
-    launch_gemv_persist<C, 2, kPersistOutputs>(c, a, groups, stream);
+    launch_gemv_persist<C, 2, kPersistOutputs>(c, a, groups, sm_count, stream);
   } else if (a.rows <= 4) {
-    launch_gemv_persist<C, 4, kPersistWideOutputs, kPersistAhead, 1>(c, a, groups, stream);
+    launch_gemv_persist<C, 4, kPersistWideOutputs, kPersistAhead, 1>(c, a, groups, sm_count, stream);
   } else {
-    launch_gemv_persist<C, 8, kPersistOutputs, kPersistAhead, 1>(c, a, groups, stream);
+    launch_gemv_persist<C, 8, kPersistOutputs, kPersistAhead, 1>(c, a, groups, sm_count, stream);
   }
 }
 
@@ -416,7 +416,7 @@ bool CudaOps::gemv_chunks(const C& c, cuda::GemvArgs a, int groups) {
   // The kernel is chosen by the shape and the row count; both compute a row alike (R-I3).
   const int64_t chunks = a.n_out * groups * (a.k_in / C::kVec);
   if (chunks >= cuda::kPersistMinChunks)
-    cuda::launch_gemv_persist_rows(c, a, groups, chunks, stream_);
+    cuda::launch_gemv_persist_rows(c, a, groups, chunks, sm_count_, stream_);
   else
     cuda::launch_gemv_chunks(c, a, groups, stream_);
   return true;

@@ -49,6 +49,11 @@ struct Block {
     w.shared_w2 = store.fp8("ffn.shared_experts.w2", s.hidden, s.inter, rng);
     w.shared_w3 = store.fp8("ffn.shared_experts.w3", s.inter, s.hidden, rng);
   }
+  // scale_2 > 0 replaces every NVFP4 weight_scale_2 (nvidia's files: no power of two).
+  void set_scale_2(float scale_2) {
+    if (scale_2 > 0.0f)
+      for (ExpertWeights& e : w.experts) e.w1.scale_2 = e.w2.scale_2 = e.w3.scale_2 = scale_2;
+  }
 };
 
 }  // namespace
@@ -204,8 +209,7 @@ void check_moe(const MoeShape& s, ExpertRecipe recipe, int rows, const std::vect
   Backends b;
   Rng rng(seed);
   Block blk(rng, recipe, false, s);
-  if (scale_2 > 0.0f)
-    for (ExpertWeights& e : blk.w.experts) e.w1.scale_2 = e.w2.scale_2 = e.w3.scale_2 = scale_2;
+  blk.set_scale_2(scale_2);
   PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
   std::vector<float> wt_host(sel_host.size());
   for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
@@ -295,8 +299,7 @@ void check_moe_gemm(const MoeShape& s, ExpertRecipe recipe, int rows, uint64_t s
   Backends b;
   Rng rng(seed);
   Block blk(rng, recipe, false, s);
-  if (scale_2 > 0.0f)
-    for (ExpertWeights& e : blk.w.experts) e.w1.scale_2 = e.w2.scale_2 = e.w3.scale_2 = scale_2;
+  blk.set_scale_2(scale_2);
   PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
   std::vector<int32_t> sel_host, ids(static_cast<size_t>(s.experts / 2));
   std::vector<float> wt_host;
