@@ -7,20 +7,28 @@ its share, and the total per step (N: the profiled steps, dsv4-bench-decode --pr
 """
 import argparse
 import csv
+import re
 import sys
 from collections import defaultdict
 
 
 def base_name(name):
     """'void ns::k<8, 4>(Args)' -> 'k<8, 4>': no return type, namespace or parameter list."""
-    name = name.replace("(anonymous namespace)::", "")
+    # ncu writes the anonymous namespace as "(anonymous namespace)", "<unnamed>" or, in
+    # its CSV, "unnamed>"
+    name = re.sub(r"\(anonymous namespace\)::|<?unnamed>::", "", name)
     depth, out = 0, []
-    for ch in name:  # up to the parameter list, outside template arguments
+    for ch in name:  # up to the parameter list; scopes and the return type cut at depth 0
         if ch == "(" and depth == 0:
             break
         depth += {"<": 1, ">": -1}.get(ch, 0)
-        out.append(ch if depth == 0 or ch not in " " else "")
-    return "".join(out).split()[-1].split("::")[-1]
+        if depth == 0 and ch == " ":
+            out = []  # a return type ("void") before the name
+        elif ch != " ":
+            out.append(ch)
+        if depth == 0 and out[-2:] == [":", ":"]:
+            out = []  # a namespace before the name
+    return "".join(out).replace("cuda::", "")
 
 
 def main():
