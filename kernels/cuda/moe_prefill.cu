@@ -130,8 +130,12 @@ constexpr size_t kGemmSmem = 2 * kStageBytes<P> + size_t{kWarps} * NW * kNt * 4 
 // goes into acc (the mma chained, chunks of one partial ascending), each finished partial
 // into v in partial order (v = partial 0, then v += partial r). Two stages: the next
 // chunk's activations (cp.async) and weights (registers) load while this one computes.
+// Resident blocks per SM asked of the compiler: 1 (up, ~200 registers) / 2 (down, <= 128).
+template <int NW>
+constexpr int kGemmBlocks = NW == 2 ? 1 : 2;
+
 template <int NW, int P>
-__global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
+__global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(GemmArgs a) {
   extern __shared__ uint4 stage[];  // [2][P][4][64][4] (kGemmSmem)
   __shared__ int64_t s_off[kTileSlots];
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
@@ -155,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
   const int chunks = static_cast<int>(a.k / kChunk);
 
   auto stage_chunk = [&](int c, int buf) {  // every thread: P * 1024 copies / 256
-#pragma unroll
+#pragma unroll 1
     for (int r = 0; r < P * kTileSlots * kGroups / kThreads; ++r) {
       const int i = r * kThreads + threadIdx.x;
       const int p = i / (kTileSlots * kGroups), col = i / kGroups % kTileSlots, tq = i % kGroups;
