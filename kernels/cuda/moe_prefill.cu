@@ -15,7 +15,6 @@
 // then NVFP4's scale_2. Only the shared expert's GEMM order differs from decode (law 2).
 #include <cuda_bf16.h>
 
-#include <algorithm>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -124,16 +123,16 @@ constexpr size_t kStageBytes = size_t{P} * kGroups * kTileSlots * 16;
 template <int NW, int P>
 constexpr size_t kGemmSmem = 2 * kStageBytes<P> + size_t{kWarps} * NW * kNt * 4 * cuda::kWarp * 4;
 
+// Resident blocks per SM asked of the compiler: 1 (up, ~200 registers) / 2 (down, <= 128).
+template <int NW>
+constexpr int kGemmBlocks = NW == 2 ? 1 : 2;
+
 // Block = (tile, 128 weight rows m0 ..); warp w owns rows m0 + 16w + {g, g + 8} and all
 // 64 slots (n-tiles used only while the tile has slots there). For every column the sum is
 // moe.cu's tile_product's: lane (g, t) takes the run at 128c + 32t of its two rows, chunk c
 // goes into acc (the mma chained, chunks of one partial ascending), each finished partial
 // into v in partial order (v = partial 0, then v += partial r). Two stages: the next
 // chunk's activations (cp.async) and weights (registers) load while this one computes.
-// Resident blocks per SM asked of the compiler: 1 (up, ~200 registers) / 2 (down, <= 128).
-template <int NW>
-constexpr int kGemmBlocks = NW == 2 ? 1 : 2;
-
 template <int NW, int P>
 __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(GemmArgs a) {
   extern __shared__ uint4 stage[];  // [2][P][4][64][4] (kGemmSmem)
@@ -165,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(
       const int p = i / (kTileSlots * kGroups), col = i / kGroups % kTileSlots, tq = i % kGroups;
       const int64_t off = s_off[col];
       uint4* dst = stage + (((buf * P + p) * 4 + tq % 4) * kTileSlots + col) * 4 + tq / 4;
-      cp_async16(dst, a.act + p * a.plane + std::max<int64_t>(off, 0) + c * kGroups + tq, off >= 0);
+      cp_async16(dst, a.act + p * a.plane + (off >= 0 ? off : 0) + c * kGroups + tq, off >= 0);
     }
   };
   auto load_a = [&](int c, uint32_t (&raw)[NW][2][4], uint8_t (&sc)[NW][2][2]) {
