@@ -31,7 +31,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / cuda::kWarp;
-static_assert(kWarps == cuda::kKWarps);
+constexpr int kPartials = cuda::kKWarps;  // moe.cu's K split: chunk c into partial c % 8
 constexpr int kItemRows = kWarps * cuda::kMmaRows;  // weight rows per block: 16 per warp
 constexpr int kNt = 8;                              // n8 tiles per tile: each A fragment feeds 8 mma
 constexpr int kTileSlots = kNt * cuda::kMmaCols;    // 64 slots per tile
@@ -110,9 +110,9 @@ __device__ inline void cp_async_wait_prior() { asm volatile("cp.async.wait_group
 // The chunk after c in the K order: partial c % 8's chunks ascending, partials ascending
 // (the decode kernel's warp w = c % 8); -1 after the last.
 __device__ inline int next_chunk(int c, int chunks) {
-  if (c + kWarps < chunks) return c + kWarps;
-  const int r = c % kWarps + 1;
-  return r < kWarps && r < chunks ? r : -1;
+  if (c + kPartials < chunks) return c + kPartials;
+  const int r = c % kPartials + 1;
+  return r < kPartials && r < chunks ? r : -1;
 }
 
 // Shared memory of one stage: [P][q 4][col 64][t 4] 16-byte B groups; lane (g, t) of
@@ -143,6 +143,8 @@ __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(
   const int64_t tile = blockIdx.x / m_items;
   const int64_t m0 = blockIdx.x % m_items * kItemRows + warp * cuda::kMmaRows;
   const int32_t* slots = a.tile_slot + tile * kTileSlots;
+  cuda::Fp4W w[NW];
+  cuda::projections<NW>(a.experts[a.tile_expert[tile]], w);  // loads in flight with the slots'
   bool used = false;
   if (threadIdx.x < kTileSlots) {
     const int32_t s = slots[threadIdx.x];
@@ -150,8 +152,6 @@ __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(
     s_off[threadIdx.x] = used ? int64_t{s / a.act_div} * (a.k / kGroup) : -1;
   }
   const int n_used = (__syncthreads_count(used) + cuda::kMmaCols - 1) / cuda::kMmaCols;  // and s_off is set
-  cuda::Fp4W w[NW];
-  cuda::projections<NW>(a.experts[a.tile_expert[tile]], w);
   int gs[NW];
 #pragma unroll
   for (int j = 0; j < NW; ++j) gs[j] = __ffs(w[j].group) - 1;
@@ -227,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(
               cuda::mma_bf16(acc[j][n], frag[j][st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
       }
     }
-    if (c + kWarps >= chunks) {  // partial c % 8 is complete
+    if (c + kPartials >= chunks) {  // partial c % 8 is complete
 #pragma unroll
       for (int j = 0; j < NW; ++j)
 #pragma unroll
@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(
 #pragma unroll
       for (int j = 0; j < NW; ++j) {
         const float vi = v[((j * kNt + n) * 4 + i) * cuda::kWarp];
-        val[j] = chunks < kWarps ? vi + 0.0f : vi;
+        val[j] = chunks < kPartials ? vi + 0.0f : vi;
         val[j] *= w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
       }
       const int64_t at = slot * a.m + m0 + g + 8 * (i / 2);
