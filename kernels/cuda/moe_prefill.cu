@@ -1,9 +1,10 @@
 // The prefill MoE (issue 13; MODEL.md §4.23-§4.24) on the decode MoE's FP4 tensor-core
 // arithmetic (expert_mma.cuh), sized for many rows. The chunk's slots (row, j) are grouped
-// by expert on the host into tiles of up to 64 slots of one expert; a block takes 128
-// weight rows of one tile, so each used expert's weights are read about once per chunk
-// (decoded in registers, never materialized), and the tile's activations, staged once
-// per K chunk in shared memory as exact bf16 planes, feed all 8 warps. The shared expert
+// by expert on the host into tiles of up to 64 slots of one expert; a block takes 256
+// weight rows of one tile (up: 128 rows of w1 and of w3), so each used expert's weights
+// are read about once per chunk (decoded in registers, never materialized), and the
+// tile's activations, staged once per K chunk in shared memory as exact bf16 planes, feed
+// all 16 warps (each A fragment feeds up to 8 mma, one per 8 slots). The shared expert
 // runs as dense GEMMs (linear_fp8_gemm); the combine adds each row's experts in ascending
 // id, then the shared expert, as the CPU reference (every output written once, no atomics).
 //
@@ -29,10 +30,9 @@ namespace dsv4 {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;  // 16 warps sharing each staged activation chunk
 constexpr int kWarps = kThreads / cuda::kWarp;
 constexpr int kPartials = cuda::kKWarps;  // moe.cu's K split: chunk c into partial c % 8
-constexpr int kItemRows = kWarps * cuda::kMmaRows;  // weight rows per block: 16 per warp
 constexpr int kNt = 8;                              // n8 tiles per tile: each A fragment feeds 8 mma
 constexpr int kTileSlots = kNt * cuda::kMmaCols;    // 64 slots per tile
 constexpr int kChunk = cuda::kKChunk;
@@ -119,32 +119,38 @@ __device__ inline int next_chunk(int c, int chunks) {
 // n-tile n reads (q, 8n + g, t): a warp's 32 reads are 512 contiguous bytes.
 template <int P>
 constexpr size_t kStageBytes = size_t{P} * kGroups * kTileSlots * 16;
-// The kernel's dynamic shared memory: two stages, then v [warps][NW][kNt][4][lanes] floats.
-template <int NW, int P>
-constexpr size_t kGemmSmem = 2 * kStageBytes<P> + size_t{kWarps} * NW * kNt * 4 * cuda::kWarp * 4;
+// The kernel's dynamic shared memory: two stages, then v [warps][kNt][4][lanes] floats.
+template <int P>
+constexpr size_t kGemmSmem = 2 * kStageBytes<P> + size_t{kWarps} * kNt * 4 * cuda::kWarp * 4;
 
-// Resident blocks per SM asked of the compiler: 1 (up, ~200 registers) / 2 (down, <= 128).
-template <int NW>
-constexpr int kGemmBlocks = NW == 2 ? 1 : 2;
+// Weight rows per block: up, warps 0-7 take 16 rows each of w1 and warps 8-15 the same rows
+// of w3 (128 rows of h); down, the 16 warps 16 rows each of w2 (a warp past m idles).
+template <bool Up>
+constexpr int kItemRows = (Up ? kWarps / 2 : kWarps) * cuda::kMmaRows;
 
-// Block = (tile, 128 weight rows m0 ..); warp w owns rows m0 + 16w + {g, g + 8} and all
-// 64 slots (n-tiles used only while the tile has slots there). For every column the sum is
-// moe.cu's tile_product's: lane (g, t) takes the run at 128c + 32t of its two rows, chunk c
-// goes into acc (the mma chained, chunks of one partial ascending), each finished partial
-// into v in partial order (v = partial 0, then v += partial r). Two stages: the next
-// chunk's activations (cp.async) and weights (registers) load while this one computes.
-template <int NW, int P>
-__global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(GemmArgs a) {
+// Block = (tile, kItemRows weight rows from m0); a warp owns rows r0 + {g, g + 8} of its
+// projection and all 64 slots (n-tiles used only while the tile has slots there). For
+// every column the sum is moe.cu's tile_product's: lane (g, t) takes the run at 128c + 32t
+// of its two rows, chunk c goes into acc (the mma chained, chunks of one partial
+// ascending), each finished partial into v in partial order (v = partial 0, then v +=
+// partial r). Two stages: the next chunk's activations (cp.async) and weights (registers)
+// load while this one computes. Up: out = swiglu(w1 sum, w3 sum) (§4.23); down: w2 sum.
+// Traffic per mma: 16 B of activation (a 16 KB stage feeds 16 warps x 64 mma) and 16 B of
+// weights; one resident block of 16 warps per SM (<= 128 registers).
+template <bool Up, int P>
+__global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
   extern __shared__ uint4 stage[];  // [2][P][4][64][4] (kGemmSmem)
   __shared__ int64_t s_off[kTileSlots];
+  constexpr int kRowWarps = kItemRows<Up> / cuda::kMmaRows;  // warps per projection
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int g = lane / 4, t = lane % 4;
-  const int64_t m_items = a.m / kItemRows;
+  const int64_t m_items = (a.m + kItemRows<Up> - 1) / kItemRows<Up>;
   const int64_t tile = blockIdx.x / m_items;
-  const int64_t m0 = blockIdx.x % m_items * kItemRows + warp * cuda::kMmaRows;
+  const int64_t r0 = blockIdx.x % m_items * kItemRows<Up> + warp % kRowWarps * cuda::kMmaRows;
+  const bool active = r0 < a.m;  // whole warps: m % 16 == 0 (its rows, or none)
   const int32_t* slots = a.tile_slot + tile * kTileSlots;
-  cuda::Fp4W w[NW];
-  cuda::projections<NW>(a.experts[a.tile_expert[tile]], w);  // loads in flight with the slots'
+  const cuda::ExpertW* e = a.experts + a.tile_expert[tile];
+  const cuda::Fp4W w = !Up ? e->w2 : warp < kRowWarps ? e->w1 : e->w3;  // in flight with the slots'
   bool used = false;
   if (threadIdx.x < kTileSlots) {
     const int32_t s = slots[threadIdx.x];
@@ -152,9 +158,7 @@ __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(
     s_off[threadIdx.x] = used ? int64_t{s / a.act_div} * (a.k / kGroup) : -1;
   }
   const int n_used = (__syncthreads_count(used) + cuda::kMmaCols - 1) / cuda::kMmaCols;  // and s_off is set
-  int gs[NW];
-#pragma unroll
-  for (int j = 0; j < NW; ++j) gs[j] = __ffs(w[j].group) - 1;
+  const int gs = __ffs(w.group) - 1;  // log2 of the scale group
   const int chunks = static_cast<int>(a.k / kChunk);
 
   auto stage_chunk = [&](int c, int buf) {  // every thread: P * 1024 copies / 256
@@ -167,28 +171,25 @@ __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(
       cp_async16(dst, a.act + p * a.plane + (off >= 0 ? off : 0) + c * kGroups + tq, off >= 0);
     }
   };
-  auto load_a = [&](int c, uint32_t (&raw)[NW][2][4], uint8_t (&sc)[NW][2][2]) {
+  auto load_a = [&](int c, uint32_t (&raw)[2][4], uint8_t (&sc)[2][2]) {
     const int64_t k0 = int64_t{c} * kChunk + 32 * t;
 #pragma unroll
-    for (int j = 0; j < NW; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) cuda::load_run(w[j], gs[j], m0 + g + 8 * h, k0, raw[j][h], sc[j][h]);
+    for (int h = 0; h < 2; ++h) cuda::load_run(w, gs, r0 + g + 8 * h, k0, raw[h], sc[h]);
   };
 
-  float acc[NW][kNt][4];
+  float acc[kNt][4];
 #pragma unroll
-  for (int j = 0; j < NW; ++j)
+  for (int n = 0; n < kNt; ++n)
 #pragma unroll
-    for (int n = 0; n < kNt; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][n][i] = 0.0f;
-  // v: the finished partials' running sum, the lane's own [NW][kNt][4] (no registers left).
-  float* v = reinterpret_cast<float*>(stage + 2 * P * kGroups * kTileSlots) + warp * (NW * kNt * 4 * cuda::kWarp) + lane;
-  uint32_t raw[NW][2][4];
-  uint8_t sc[NW][2][2];
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+  // v: the finished partials' running sum per warp, each lane's own [kNt][4] at stride 32.
+  float* v_all = reinterpret_cast<float*>(stage + 2 * P * kGroups * kTileSlots);
+  auto v_at = [&](int w_at, int n, int i) -> float& { return v_all[((w_at * kNt + n) * 4 + i) * cuda::kWarp + lane]; };
+  uint32_t raw[2][4];
+  uint8_t sc[2][2];
   stage_chunk(0, 0);
   cp_async_commit();
-  load_a(0, raw, sc);
+  if (active) load_a(0, raw, sc);
   bool first = true;
   int buf = 0;
 #pragma unroll 1
@@ -196,67 +197,64 @@ __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(
     const int cn = next_chunk(c, chunks);
     if (cn >= 0) stage_chunk(cn, buf ^ 1);
     cp_async_commit();  // possibly empty: the wait below then covers chunk c alone
-    uint32_t raw_n[NW][2][4];
-    uint8_t sc_n[NW][2][2];
-    if (cn >= 0) load_a(cn, raw_n, sc_n);
+    uint32_t raw_n[2][4];
+    uint8_t sc_n[2][2];
+    if (active && cn >= 0) load_a(cn, raw_n, sc_n);
     cp_async_wait_prior();
     __syncthreads();  // chunk c's stage is complete for every thread
-    __nv_bfloat162 s[NW][2][2];
+    if (active) {  // chunk c into acc
+      __nv_bfloat162 s[2][2];
 #pragma unroll
-    for (int j = 0; j < NW; ++j)
+      for (int h = 0; h < 2; ++h) cuda::scale_pairs(w, sc[h], s[h]);
+      const uint4* sb = stage + buf * P * kGroups * kTileSlots;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) cuda::scale_pairs(w[j], sc[j][h], s[j][h]);
-    const uint4* sb = stage + buf * P * kGroups * kTileSlots;
+      for (int q = 0; q < 4; ++q) {
+        uint32_t frag[2][4];
+        cuda::a_fragments(raw[0][q], raw[1][q], s[0][q / 2], s[1][q / 2], frag);
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t frag[NW][2][4];
+        for (int n = 0; n < kNt; ++n) {
+          if (n >= n_used) break;  // uniform over the block
+          uint4 b[P];
 #pragma unroll
-      for (int j = 0; j < NW; ++j) cuda::a_fragments(raw[j][0][q], raw[j][1][q], s[j][0][q / 2], s[j][1][q / 2], frag[j]);
-#pragma unroll
-      for (int n = 0; n < kNt; ++n) {
-        if (n >= n_used) break;  // uniform over the block
-        uint4 b[P];
-#pragma unroll
-        for (int p = 0; p < P; ++p) b[p] = sb[((p * 4 + q) * kTileSlots + n * cuda::kMmaCols + g) * 4 + t];
-#pragma unroll
-        for (int j = 0; j < NW; ++j)
+          for (int p = 0; p < P; ++p) b[p] = sb[((p * 4 + q) * kTileSlots + n * cuda::kMmaCols + g) * 4 + t];
 #pragma unroll
           for (int st = 0; st < 2; ++st)
 #pragma unroll
-            for (int p = 0; p < P; ++p)
-              cuda::mma_bf16(acc[j][n], frag[j][st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
+            for (int p = 0; p < P; ++p) cuda::mma_bf16(acc[n], frag[st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
+        }
       }
     }
     if (c + kPartials >= chunks) {  // partial c % 8 is complete
 #pragma unroll
-      for (int j = 0; j < NW; ++j)
+      for (int n = 0; n < kNt; ++n)
 #pragma unroll
-        for (int n = 0; n < kNt; ++n)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float& vi = v[((j * kNt + n) * 4 + i) * cuda::kWarp];
-            vi = first ? acc[j][n][i] : vi + acc[j][n][i];
-            acc[j][n][i] = 0.0f;
-          }
+        for (int i = 0; i < 4; ++i) {
+          float& vi = v_at(warp, n, i);
+          vi = first ? acc[n][i] : vi + acc[n][i];
+          acc[n][i] = 0.0f;
+        }
       first = false;
     }
-    __syncthreads();  // every warp is done with `buf` before the next iteration refills it
+    __syncthreads();  // every warp is done with `buf` (after the last chunk: every v is final)
     if (cn >= 0) {
 #pragma unroll
-      for (int j = 0; j < NW; ++j)
+      for (int h = 0; h < 2; ++h) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) raw[j][h][i] = raw_n[j][h][i];
-          sc[j][h][0] = sc_n[j][h][0];
-          sc[j][h][1] = sc_n[j][h][1];
-        }
+        for (int i = 0; i < 4; ++i) raw[h][i] = raw_n[h][i];
+        sc[h][0] = sc_n[h][0];
+        sc[h][1] = sc_n[h][1];
+      }
     }
     buf ^= 1;
     c = cn;
   }
+  if (!active || (Up && warp >= kRowWarps)) return;  // the w1 warps read the w3 sums
   // Accumulator i of lane (g, t): row g (+ 8 for i >= 2), column 8n + 2t + i % 2 (the
-  // mma's D fragment). Partials of warps that decode leaves idle (chunks < 8) add 0.
+  // mma's D fragment). The partials decode's idle warps hold (chunks < 8) add 0.
+  auto sum = [&](int w_at, int n, int i, float scale_2) {
+    const float vi = v_at(w_at, n, i);
+    return (chunks < kPartials ? vi + 0.0f : vi) * scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
+  };
 #pragma unroll
   for (int n = 0; n < kNt; ++n) {
     if (n >= n_used) break;
@@ -264,18 +262,12 @@ __global__ void __launch_bounds__(kThreads, kGemmBlocks<NW>) expert_gemm_kernel(
     for (int i = 0; i < 4; ++i) {
       const int32_t slot = slots[n * cuda::kMmaCols + 2 * t + i % 2];
       if (slot < 0) continue;
-      float val[NW];
-#pragma unroll
-      for (int j = 0; j < NW; ++j) {
-        const float vi = v[((j * kNt + n) * 4 + i) * cuda::kWarp];
-        val[j] = chunks < kPartials ? vi + 0.0f : vi;
-        val[j] *= w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
-      }
-      const int64_t at = slot * a.m + m0 + g + 8 * (i / 2);
-      if constexpr (NW == 2)
-        a.out[at] = cuda::swiglu(val[0], val[1], a.wt[slot], a.limit);
+      const int64_t at = slot * a.m + r0 + g + 8 * (i / 2);
+      if constexpr (Up)
+        a.out[at] = cuda::swiglu(sum(warp, n, i, w.scale_2), sum(warp + kRowWarps, n, i, e->w3.scale_2),
+                                 a.wt[slot], a.limit);
       else
-        a.out[at] = val[0];
+        a.out[at] = sum(warp, n, i, w.scale_2);
     }
   }
 }
@@ -317,12 +309,12 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
 
   // One projection family over every tile: bf16 planes of `in` [n_in, K], then the kernel.
-  auto project = [&](auto nw, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,
+  auto project = [&](auto up, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,
                      float* o) {
-    constexpr int NW = decltype(nw)::value;
+    constexpr bool Up = decltype(up)::value;
     const int64_t groups = n_in * K / kGroup;
     const GemmArgs args{experts, tiles, tiles + tl.tiles, planes, groups, act_div, m, K, o, wt, swiglu_limit};
-    const auto blocks = static_cast<unsigned>(tl.tiles * (m / kItemRows));
+    const auto blocks = static_cast<unsigned>(tl.tiles * ((m + kItemRows<Up> - 1) / kItemRows<Up>));
     auto run = [&](auto planes_kernel, auto gemm_kernel, size_t smem) {
       planes_kernel<<<cuda::blocks_for(groups, kThreads), kThreads, 0, stream_>>>(in, groups, planes);
       DSV4_CUDA_LAUNCH_CHECK();
@@ -331,14 +323,14 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
       DSV4_CUDA_LAUNCH_CHECK();
     };
     if (P == 1)
-      run(bf16_planes_kernel<1>, expert_gemm_kernel<NW, 1>, kGemmSmem<NW, 1>);
+      run(bf16_planes_kernel<1>, expert_gemm_kernel<Up, 1>, kGemmSmem<1>);
     else
-      run(bf16_planes_kernel<3>, expert_gemm_kernel<NW, 3>, kGemmSmem<NW, 3>);
+      run(bf16_planes_kernel<3>, expert_gemm_kernel<Up, 3>, kGemmSmem<3>);
   };
   if (native) cuda::act_quant128_rows(x, rows, H, xq, stream_);
-  project(std::integral_constant<int, 2>{}, native ? xq : x, rows, k, I, H, xb, h);
+  project(std::true_type{}, native ? xq : x, rows, k, I, H, xb, h);
   if (native) cuda::act_quant128_rows(h, S, I, h, stream_);  // re-quantized after the weight (§4.23)
-  project(std::integral_constant<int, 1>{}, h, S, 1, H, I, hb, y);
+  project(std::false_type{}, h, S, 1, H, I, hb, y);
 
   // §4.24: the shared expert, L-bf16 in every arm, unweighted.
   const bool shared_act = num.act_bf16();
