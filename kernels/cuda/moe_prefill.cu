@@ -4,7 +4,7 @@
 // weight rows of one tile (up: 128 rows of w1 and of w3), so each used expert's weights
 // are read about once per chunk (decoded in registers, never materialized), and the
 // tile's activations, staged once per K chunk in shared memory as exact bf16 planes, feed
-// all 16 warps (each A fragment feeds up to 8 mma, one per 8 slots). The shared expert
+// all 8 warps (each A fragment feeds up to 8 mma, one per 8 slots). The shared expert
 // runs as dense GEMMs (linear_fp8_gemm); the combine adds each row's experts in ascending
 // id, then the shared expert, as the CPU reference (every output written once, no atomics).
 //
@@ -30,7 +30,7 @@ namespace dsv4 {
 
 namespace {
 
-constexpr int kThreads = 512;  // 16 warps sharing each staged activation chunk
+constexpr int kThreads = 256;  // 8 warps sharing each staged activation chunk
 constexpr int kWarps = kThreads / cuda::kWarp;
 constexpr int kPartials = cuda::kKWarps;  // moe.cu's K split: chunk c into partial c % 8
 constexpr int kNt = 8;                              // n8 tiles per tile: each A fragment feeds 8 mma
@@ -115,42 +115,55 @@ __device__ inline int next_chunk(int c, int chunks) {
   return r < kPartials && r < chunks ? r : -1;
 }
 
-// Shared memory of one stage: [P][q 4][col 64][t 4] 16-byte B groups; lane (g, t) of
-// n-tile n reads (q, 8n + g, t): a warp's 32 reads are 512 contiguous bytes.
+// Shared memory of one stage: [P][q 4] planes of [col 64][t 4] 16-byte B groups, each
+// plane padded by 32 bytes. Lane (g, t) of n-tile n reads (q, 8n + g, t): a warp's 32
+// reads are 512 contiguous bytes; a staging thread (col, 4t + q) writes its group, and
+// the pad spreads 8 consecutive threads' (q, t) over distinct banks.
+constexpr int kPlanePad = 2;                               // uint4 per q plane
+constexpr int kPlane = kTileSlots * 4 + kPlanePad;         // uint4 per q plane
 template <int P>
-constexpr size_t kStageBytes = size_t{P} * kGroups * kTileSlots * 16;
-// The kernel's dynamic shared memory: two stages, then v [warps][kNt][4][lanes] floats.
+constexpr int kStage = P * 4 * kPlane;                     // uint4 per stage
+constexpr int kSets = 2;  // A fragment sets per warp: each staged B fragment feeds both
+// The kernel's dynamic shared memory: two stages, then v [warps][kSets][kNt][4][lanes] floats.
 template <int P>
-constexpr size_t kGemmSmem = 2 * kStageBytes<P> + size_t{kWarps} * kNt * 4 * cuda::kWarp * 4;
+constexpr size_t kGemmSmem = 2 * kStage<P> * sizeof(uint4) + size_t{kWarps} * kSets * kNt * 4 * cuda::kWarp * 4;
 
-// Weight rows per block: up, warps 0-7 take 16 rows each of w1 and warps 8-15 the same rows
-// of w3 (128 rows of h); down, the 16 warps 16 rows each of w2 (a warp past m idles).
+// Weight rows per block: up, warp w takes rows 16w .. of w1 and of w3 (128 rows of h);
+// down, rows 32w .. of w2 as two 16-row sets (256 rows; a warp past m idles).
 template <bool Up>
-constexpr int kItemRows = (Up ? kWarps / 2 : kWarps) * cuda::kMmaRows;
+constexpr int kItemRows = kWarps * kSets * cuda::kMmaRows / (Up ? 2 : 1);
 
-// Block = (tile, kItemRows weight rows from m0); a warp owns rows r0 + {g, g + 8} of its
-// projection and all 64 slots (n-tiles used only while the tile has slots there). For
-// every column the sum is moe.cu's tile_product's: lane (g, t) takes the run at 128c + 32t
-// of its two rows, chunk c goes into acc (the mma chained, chunks of one partial
-// ascending), each finished partial into v in partial order (v = partial 0, then v +=
-// partial r). Two stages: the next chunk's activations (cp.async) and weights (registers)
-// load while this one computes. Up: out = swiglu(w1 sum, w3 sum) (§4.23); down: w2 sum.
-// Traffic per mma: 16 B of activation (a 16 KB stage feeds 16 warps x 64 mma) and 16 B of
-// weights; one resident block of 16 warps per SM (<= 128 registers).
+// Block = (tile, kItemRows weight rows from m0); a warp owns two 16-row sets (projection,
+// rows) — up (w1, r0), (w3, r0); down (w2, r0), (w2, r0 + 16) — and all 64 slots (n-tiles
+// used only while the tile has slots there). For every column the sum is moe.cu's
+// tile_product's: lane (g, t) takes the run at 128c + 32t of rows g and g + 8 of a set,
+// chunk c goes into acc (the mma chained, chunks of one partial ascending), each finished
+// partial into v in partial order (v = partial 0, then v += partial r). Two stages: the
+// next chunk's activations (cp.async) and weights (registers) load while this one
+// computes. Up: out = swiglu(w1 sum, w3 sum) (§4.23); down: the w2 sums.
+// Per mma (1,024 per block and chunk): 16 B of activation and 16 B of weight into the SM,
+// 128 B of shared memory read (one 16-byte B group feeds 2 sets x 2 steps).
 template <bool Up, int P>
 __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
-  extern __shared__ uint4 stage[];  // [2][P][4][64][4] (kGemmSmem)
+  extern __shared__ uint4 stage[];  // [2][kStage] (kGemmSmem)
   __shared__ int64_t s_off[kTileSlots];
-  constexpr int kRowWarps = kItemRows<Up> / cuda::kMmaRows;  // warps per projection
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int g = lane / 4, t = lane % 4;
   const int64_t m_items = (a.m + kItemRows<Up> - 1) / kItemRows<Up>;
   const int64_t tile = blockIdx.x / m_items;
-  const int64_t r0 = blockIdx.x % m_items * kItemRows<Up> + warp % kRowWarps * cuda::kMmaRows;
-  const bool active = r0 < a.m;  // whole warps: m % 16 == 0 (its rows, or none)
+  const int64_t r0 = blockIdx.x % m_items * kItemRows<Up> + warp * (kItemRows<Up> / kWarps);
+  const bool active = r0 < a.m;  // whole warps: m % 32 == 0 (its rows, or none)
   const int32_t* slots = a.tile_slot + tile * kTileSlots;
   const cuda::ExpertW* e = a.experts + a.tile_expert[tile];
-  const cuda::Fp4W w = !Up ? e->w2 : warp < kRowWarps ? e->w1 : e->w3;  // in flight with the slots'
+  cuda::Fp4W w[kSets];  // loads in flight with the slots'
+  int64_t rows[kSets];
+  if constexpr (Up) {
+    w[0] = e->w1, rows[0] = r0;
+    w[1] = e->w3, rows[1] = r0;
+  } else {
+    w[0] = w[1] = e->w2;
+    rows[0] = r0, rows[1] = r0 + cuda::kMmaRows;
+  }
   bool used = false;
   if (threadIdx.x < kTileSlots) {
     const int32_t s = slots[threadIdx.x];
@@ -158,7 +171,9 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
     s_off[threadIdx.x] = used ? int64_t{s / a.act_div} * (a.k / kGroup) : -1;
   }
   const int n_used = (__syncthreads_count(used) + cuda::kMmaCols - 1) / cuda::kMmaCols;  // and s_off is set
-  const int gs = __ffs(w.group) - 1;  // log2 of the scale group
+  int gs[kSets];  // log2 of the scale group
+#pragma unroll
+  for (int j = 0; j < kSets; ++j) gs[j] = __ffs(w[j].group) - 1;
   const int chunks = static_cast<int>(a.k / kChunk);
 
   auto stage_chunk = [&](int c, int buf) {  // every thread: P * 1024 copies / 256
@@ -167,26 +182,31 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
       const int i = r * kThreads + threadIdx.x;
       const int p = i / (kTileSlots * kGroups), col = i / kGroups % kTileSlots, tq = i % kGroups;
       const int64_t off = s_off[col];
-      uint4* dst = stage + (((buf * P + p) * 4 + tq % 4) * kTileSlots + col) * 4 + tq / 4;
+      uint4* dst = stage + buf * kStage<P> + (p * 4 + tq % 4) * kPlane + col * 4 + tq / 4;
       cp_async16(dst, a.act + p * a.plane + (off >= 0 ? off : 0) + c * kGroups + tq, off >= 0);
     }
   };
-  auto load_a = [&](int c, uint32_t (&raw)[2][4], uint8_t (&sc)[2][2]) {
+  auto load_a = [&](int c, uint32_t (&raw)[kSets][2][4], uint8_t (&sc)[kSets][2][2]) {
     const int64_t k0 = int64_t{c} * kChunk + 32 * t;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) cuda::load_run(w, gs, r0 + g + 8 * h, k0, raw[h], sc[h]);
+    for (int j = 0; j < kSets; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) cuda::load_run(w[j], gs[j], rows[j] + g + 8 * h, k0, raw[j][h], sc[j][h]);
   };
 
-  float acc[kNt][4];
+  float acc[kSets][kNt][4];
 #pragma unroll
-  for (int n = 0; n < kNt; ++n)
+  for (int j = 0; j < kSets; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
-  // v: the finished partials' running sum per warp, each lane's own [kNt][4] at stride 32.
-  float* v_all = reinterpret_cast<float*>(stage + 2 * P * kGroups * kTileSlots);
-  auto v_at = [&](int w_at, int n, int i) -> float& { return v_all[((w_at * kNt + n) * 4 + i) * cuda::kWarp + lane]; };
-  uint32_t raw[2][4];
-  uint8_t sc[2][2];
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[j][n][i] = 0.0f;
+  // v: the finished partials' running sum, each lane's own [kSets][kNt][4] at stride 32
+  // (no registers left).
+  float* v = reinterpret_cast<float*>(stage + 2 * kStage<P>) + warp * (kSets * kNt * 4 * cuda::kWarp) + lane;
+  auto v_at = [&](int j, int n, int i) -> float& { return v[((j * kNt + n) * 4 + i) * cuda::kWarp]; };
+  uint32_t raw[kSets][2][4];
+  uint8_t sc[kSets][2][2];
   stage_chunk(0, 0);
   cp_async_commit();
   if (active) load_a(0, raw, sc);
@@ -197,63 +217,74 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
     const int cn = next_chunk(c, chunks);
     if (cn >= 0) stage_chunk(cn, buf ^ 1);
     cp_async_commit();  // possibly empty: the wait below then covers chunk c alone
-    uint32_t raw_n[2][4];
-    uint8_t sc_n[2][2];
+    uint32_t raw_n[kSets][2][4];
+    uint8_t sc_n[kSets][2][2];
     if (active && cn >= 0) load_a(cn, raw_n, sc_n);
     cp_async_wait_prior();
     __syncthreads();  // chunk c's stage is complete for every thread
     if (active) {  // chunk c into acc
-      __nv_bfloat162 s[2][2];
+      __nv_bfloat162 s[kSets][2][2];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) cuda::scale_pairs(w, sc[h], s[h]);
-      const uint4* sb = stage + buf * P * kGroups * kTileSlots;
+      for (int j = 0; j < kSets; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) cuda::scale_pairs(w[j], sc[j][h], s[j][h]);
+      const uint4* sb = stage + buf * kStage<P>;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        uint32_t frag[2][4];
-        cuda::a_fragments(raw[0][q], raw[1][q], s[0][q / 2], s[1][q / 2], frag);
+        uint32_t frag[kSets][2][4];
+#pragma unroll
+        for (int j = 0; j < kSets; ++j)
+          cuda::a_fragments(raw[j][0][q], raw[j][1][q], s[j][0][q / 2], s[j][1][q / 2], frag[j]);
 #pragma unroll
         for (int n = 0; n < kNt; ++n) {
           if (n >= n_used) break;  // uniform over the block
           uint4 b[P];
 #pragma unroll
-          for (int p = 0; p < P; ++p) b[p] = sb[((p * 4 + q) * kTileSlots + n * cuda::kMmaCols + g) * 4 + t];
+          for (int p = 0; p < P; ++p) b[p] = sb[(p * 4 + q) * kPlane + (n * cuda::kMmaCols + g) * 4 + t];
 #pragma unroll
-          for (int st = 0; st < 2; ++st)
+          for (int j = 0; j < kSets; ++j)
 #pragma unroll
-            for (int p = 0; p < P; ++p) cuda::mma_bf16(acc[n], frag[st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
+            for (int st = 0; st < 2; ++st)
+#pragma unroll
+              for (int p = 0; p < P; ++p)
+                cuda::mma_bf16(acc[j][n], frag[j][st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
         }
       }
     }
     if (c + kPartials >= chunks) {  // partial c % 8 is complete
 #pragma unroll
-      for (int n = 0; n < kNt; ++n)
+      for (int j = 0; j < kSets; ++j)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          float& vi = v_at(warp, n, i);
-          vi = first ? acc[n][i] : vi + acc[n][i];
-          acc[n][i] = 0.0f;
-        }
+        for (int n = 0; n < kNt; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float& vi = v_at(j, n, i);
+            vi = first ? acc[j][n][i] : vi + acc[j][n][i];
+            acc[j][n][i] = 0.0f;
+          }
       first = false;
     }
-    __syncthreads();  // every warp is done with `buf` (after the last chunk: every v is final)
+    __syncthreads();  // every warp is done with `buf` before the next iteration refills it
     if (cn >= 0) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int j = 0; j < kSets; ++j)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) raw[h][i] = raw_n[h][i];
-        sc[h][0] = sc_n[h][0];
-        sc[h][1] = sc_n[h][1];
-      }
+        for (int h = 0; h < 2; ++h) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) raw[j][h][i] = raw_n[j][h][i];
+          sc[j][h][0] = sc_n[j][h][0];
+          sc[j][h][1] = sc_n[j][h][1];
+        }
     }
     buf ^= 1;
     c = cn;
   }
-  if (!active || (Up && warp >= kRowWarps)) return;  // the w1 warps read the w3 sums
+  if (!active) return;
   // Accumulator i of lane (g, t): row g (+ 8 for i >= 2), column 8n + 2t + i % 2 (the
   // mma's D fragment). The partials decode's idle warps hold (chunks < 8) add 0.
-  auto sum = [&](int w_at, int n, int i, float scale_2) {
-    const float vi = v_at(w_at, n, i);
-    return (chunks < kPartials ? vi + 0.0f : vi) * scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
+  auto sum = [&](int j, int n, int i) {
+    const float vi = v_at(j, n, i);
+    return (chunks < kPartials ? vi + 0.0f : vi) * w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
   };
 #pragma unroll
   for (int n = 0; n < kNt; ++n) {
@@ -262,12 +293,13 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
     for (int i = 0; i < 4; ++i) {
       const int32_t slot = slots[n * cuda::kMmaCols + 2 * t + i % 2];
       if (slot < 0) continue;
-      const int64_t at = slot * a.m + r0 + g + 8 * (i / 2);
-      if constexpr (Up)
-        a.out[at] = cuda::swiglu(sum(warp, n, i, w.scale_2), sum(warp + kRowWarps, n, i, e->w3.scale_2),
-                                 a.wt[slot], a.limit);
-      else
-        a.out[at] = sum(warp, n, i, w.scale_2);
+      float* o = a.out + slot * a.m + g + 8 * (i / 2);
+      if constexpr (Up) {
+        o[rows[0]] = cuda::swiglu(sum(0, n, i), sum(1, n, i), a.wt[slot], a.limit);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kSets; ++j) o[rows[j]] = sum(j, n, i);
+      }
     }
   }
 }
