@@ -16,6 +16,7 @@
 // then NVFP4's scale_2. Only the shared expert's GEMM order differs from decode (law 2).
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -133,65 +134,77 @@ constexpr size_t kGemmSmem = 2 * kStage<P> * sizeof(uint4) + size_t{kWarps} * kS
 template <bool Up>
 constexpr int kItemRows = kWarps * kSets * cuda::kMmaRows / (Up ? 2 : 1);
 
-// Block = (tile, kItemRows weight rows from m0); a warp owns two 16-row sets (projection,
-// rows) — up (w1, r0), (w3, r0); down (w2, r0), (w2, r0 + 16) — and all 64 slots (n-tiles
-// used only while the tile has slots there). For every column the sum is moe.cu's
-// tile_product's: lane (g, t) takes the run at 128c + 32t of rows g and g + 8 of a set,
-// chunk c goes into acc (the mma chained, chunks of one partial ascending), each finished
-// partial into v in partial order (v = partial 0, then v += partial r). Two stages: the
-// next chunk's activations (cp.async) and weights (registers) load while this one
-// computes. Up: out = swiglu(w1 sum, w3 sum) (§4.23); down: the w2 sums.
+// Block = (tile, kItemRows weight rows from m0) items, item i + gridDim.x after item i
+// (one resident block per SM; an item's first chunk loads while the one before finishes).
+// A warp owns two 16-row sets (projection, rows) — up (w1, r0), (w3, r0); down (w2, r0),
+// (w2, r0 + 16) — and all 64 slots (n-tiles used only while the tile has slots there).
+// For every column the sum is moe.cu's tile_product's: lane (g, t) takes the run at
+// 128c + 32t of rows g and g + 8 of a set, chunk c goes into acc (the mma chained, chunks
+// of one partial ascending), each finished partial into v in partial order (v = partial
+// 0, then v += partial r). Two stages: the next chunk's activations (cp.async) and
+// weights (registers) load while this one computes. Up: out = swiglu(w1 sum, w3 sum)
+// (§4.23); down: the w2 sums.
 // Per mma (1,024 per block and chunk): 16 B of activation and 16 B of weight into the SM,
 // 128 B of shared memory read (one 16-byte B group feeds 2 sets x 2 steps).
 template <bool Up, int P>
-__global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
+__global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a, int64_t items) {
   extern __shared__ uint4 stage[];  // [2][kStage] (kGemmSmem)
-  __shared__ int64_t s_off[kTileSlots];
+  __shared__ int64_t s_off[2][kTileSlots];
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int g = lane / 4, t = lane % 4;
   const int64_t m_items = (a.m + kItemRows<Up> - 1) / kItemRows<Up>;
-  const int64_t tile = blockIdx.x / m_items;
-  const int64_t r0 = blockIdx.x % m_items * kItemRows<Up> + warp * (kItemRows<Up> / kWarps);
-  const bool active = r0 < a.m;  // whole warps: m % 32 == 0 (its rows, or none)
-  const int32_t* slots = a.tile_slot + tile * kTileSlots;
-  const cuda::ExpertW* e = a.experts + a.tile_expert[tile];
-  cuda::Fp4W w[kSets];  // loads in flight with the slots'
-  int64_t rows[kSets];
-  if constexpr (Up) {
-    w[0] = e->w1, rows[0] = r0;
-    w[1] = e->w3, rows[1] = r0;
-  } else {
-    w[0] = w[1] = e->w2;
-    rows[0] = r0, rows[1] = r0 + cuda::kMmaRows;
-  }
-  bool used = false;
-  if (threadIdx.x < kTileSlots) {
-    const int32_t s = slots[threadIdx.x];
-    used = s >= 0;
-    s_off[threadIdx.x] = used ? int64_t{s / a.act_div} * (a.k / kGroup) : -1;
-  }
-  const int n_used = (__syncthreads_count(used) + cuda::kMmaCols - 1) / cuda::kMmaCols;  // and s_off is set
-  int gs[kSets];  // log2 of the scale group
-#pragma unroll
-  for (int j = 0; j < kSets; ++j) gs[j] = __ffs(w[j].group) - 1;
   const int chunks = static_cast<int>(a.k / kChunk);
 
-  auto stage_chunk = [&](int c, int buf) {  // every thread: P * 1024 copies / 256
+  // An item's warp-side part: its tile's slots, the warp's two sets, whether the warp has rows.
+  struct Item {
+    const int32_t* slots;
+    cuda::Fp4W w[kSets];
+    int64_t rows[kSets];
+    int gs[kSets];  // log2 of the scale group
+    bool active;    // whole warps: m % 32 == 0 (its rows, or none)
+    int n_used;     // n-tiles with slots
+  };
+  // Item `it`'s sets, and its slots' activation offsets into s_off[sb] (a barrier: every
+  // thread calls it; the caller ensures nobody still reads s_off[sb]).
+  auto item_at = [&](int64_t it, int sb, Item& x) {
+    const int64_t tile = it / m_items;
+    const int64_t r0 = it % m_items * kItemRows<Up> + warp * (kItemRows<Up> / kWarps);
+    x.active = r0 < a.m;
+    x.slots = a.tile_slot + tile * kTileSlots;
+    const cuda::ExpertW* e = a.experts + a.tile_expert[tile];
+    if constexpr (Up) {
+      x.w[0] = e->w1, x.rows[0] = r0;
+      x.w[1] = e->w3, x.rows[1] = r0;
+    } else {
+      x.w[0] = x.w[1] = e->w2;
+      x.rows[0] = r0, x.rows[1] = r0 + cuda::kMmaRows;
+    }
+#pragma unroll
+    for (int j = 0; j < kSets; ++j) x.gs[j] = __ffs(x.w[j].group) - 1;
+    bool used = false;
+    if (threadIdx.x < kTileSlots) {
+      const int32_t s = x.slots[threadIdx.x];
+      used = s >= 0;
+      s_off[sb][threadIdx.x] = used ? int64_t{s / a.act_div} * (a.k / kGroup) : -1;
+    }
+    x.n_used = (__syncthreads_count(used) + cuda::kMmaCols - 1) / cuda::kMmaCols;  // and s_off is set
+  };
+  auto stage_chunk = [&](int sb, int c, int buf) {  // every thread: P * 1024 copies / 256
 #pragma unroll 1
     for (int r = 0; r < P * kTileSlots * kGroups / kThreads; ++r) {
       const int i = r * kThreads + threadIdx.x;
       const int p = i / (kTileSlots * kGroups), col = i / kGroups % kTileSlots, tq = i % kGroups;
-      const int64_t off = s_off[col];
+      const int64_t off = s_off[sb][col];
       uint4* dst = stage + buf * kStage<P> + (p * 4 + tq % 4) * kPlane + col * 4 + tq / 4;
       cp_async16(dst, a.act + p * a.plane + (off >= 0 ? off : 0) + c * kGroups + tq, off >= 0);
     }
   };
-  auto load_a = [&](int c, uint32_t (&raw)[kSets][2][4], uint8_t (&sc)[kSets][2][2]) {
+  auto load_a = [&](const Item& x, int c, uint32_t (&raw)[kSets][2][4], uint8_t (&sc)[kSets][2][2]) {
     const int64_t k0 = int64_t{c} * kChunk + 32 * t;
 #pragma unroll
     for (int j = 0; j < kSets; ++j)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) cuda::load_run(w[j], gs[j], rows[j] + g + 8 * h, k0, raw[j][h], sc[j][h]);
+      for (int h = 0; h < 2; ++h) cuda::load_run(x.w[j], x.gs[j], x.rows[j] + g + 8 * h, k0, raw[j][h], sc[j][h]);
   };
 
   float acc[kSets][kNt][4];
@@ -207,100 +220,123 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a) {
   auto v_at = [&](int j, int n, int i) -> float& { return v[((j * kNt + n) * 4 + i) * cuda::kWarp]; };
   uint32_t raw[kSets][2][4];
   uint8_t sc[kSets][2][2];
-  stage_chunk(0, 0);
+
+  int64_t it = blockIdx.x;  // < items: the grid has at most `items` blocks
+  int sb = 0, buf = 0;
+  Item cur, nxt;
+  item_at(it, sb, cur);
+  stage_chunk(sb, 0, buf);
   cp_async_commit();
-  if (active) load_a(0, raw, sc);
-  bool first = true;
-  int buf = 0;
+  if (cur.active) load_a(cur, 0, raw, sc);
 #pragma unroll 1
-  for (int c = 0; c >= 0;) {
-    const int cn = next_chunk(c, chunks);
-    if (cn >= 0) stage_chunk(cn, buf ^ 1);
-    cp_async_commit();  // possibly empty: the wait below then covers chunk c alone
-    uint32_t raw_n[kSets][2][4];
-    uint8_t sc_n[kSets][2][2];
-    if (active && cn >= 0) load_a(cn, raw_n, sc_n);
-    cp_async_wait_prior();
-    __syncthreads();  // chunk c's stage is complete for every thread
-    if (active) {  // chunk c into acc
-      __nv_bfloat162 s[kSets][2][2];
-#pragma unroll
-      for (int j = 0; j < kSets; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) cuda::scale_pairs(w[j], sc[j][h], s[j][h]);
-      const uint4* sb = stage + buf * kStage<P>;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t frag[kSets][2][4];
+  for (;;) {
+    const int64_t it_n = it + gridDim.x;
+    const bool more = it_n < items;        // uniform
+    if (more) item_at(it_n, sb ^ 1, nxt);  // s_off[sb ^ 1] was last read two barriers ago
+    bool first = true;
+#pragma unroll 1
+    for (int c = 0; c >= 0;) {
+      const int cn = next_chunk(c, chunks);
+      // The next chunk: this item's, or the next item's first.
+      if (cn >= 0)
+        stage_chunk(sb, cn, buf ^ 1);
+      else if (more)
+        stage_chunk(sb ^ 1, 0, buf ^ 1);
+      cp_async_commit();  // possibly empty: the wait below then covers chunk c alone
+      uint32_t raw_n[kSets][2][4];
+      uint8_t sc_n[kSets][2][2];
+      const bool loaded = cn >= 0 ? cur.active : more && nxt.active;  // uniform over the warp
+      if (cn >= 0 && cur.active)
+        load_a(cur, cn, raw_n, sc_n);
+      else if (cn < 0 && loaded)
+        load_a(nxt, 0, raw_n, sc_n);
+      cp_async_wait_prior();
+      __syncthreads();  // chunk c's stage is complete for every thread
+      if (cur.active) {  // chunk c into acc
+        __nv_bfloat162 s[kSets][2][2];
 #pragma unroll
         for (int j = 0; j < kSets; ++j)
-          cuda::a_fragments(raw[j][0][q], raw[j][1][q], s[j][0][q / 2], s[j][1][q / 2], frag[j]);
 #pragma unroll
-        for (int n = 0; n < kNt; ++n) {
-          if (n >= n_used) break;  // uniform over the block
-          uint4 b[P];
+          for (int h = 0; h < 2; ++h) cuda::scale_pairs(cur.w[j], sc[j][h], s[j][h]);
+        const uint4* sbuf = stage + buf * kStage<P>;
 #pragma unroll
-          for (int p = 0; p < P; ++p) b[p] = sb[(p * 4 + q) * kPlane + (n * cuda::kMmaCols + g) * 4 + t];
+        for (int q = 0; q < 4; ++q) {
+          uint32_t frag[kSets][2][4];
 #pragma unroll
           for (int j = 0; j < kSets; ++j)
+            cuda::a_fragments(raw[j][0][q], raw[j][1][q], s[j][0][q / 2], s[j][1][q / 2], frag[j]);
 #pragma unroll
-            for (int st = 0; st < 2; ++st)
+          for (int n = 0; n < kNt; ++n) {
+            if (n >= cur.n_used) break;  // uniform over the block
+            uint4 b[P];
 #pragma unroll
-              for (int p = 0; p < P; ++p)
-                cuda::mma_bf16(acc[j][n], frag[j][st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
-        }
-      }
-    }
-    if (c + kPartials >= chunks) {  // partial c % 8 is complete
+            for (int p = 0; p < P; ++p) b[p] = sbuf[(p * 4 + q) * kPlane + (n * cuda::kMmaCols + g) * 4 + t];
 #pragma unroll
-      for (int j = 0; j < kSets; ++j)
+            for (int j = 0; j < kSets; ++j)
 #pragma unroll
-        for (int n = 0; n < kNt; ++n)
+              for (int st = 0; st < 2; ++st)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float& vi = v_at(j, n, i);
-            vi = first ? acc[j][n][i] : vi + acc[j][n][i];
-            acc[j][n][i] = 0.0f;
+                for (int p = 0; p < P; ++p)
+                  cuda::mma_bf16(acc[j][n], frag[j][st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
           }
-      first = false;
-    }
-    __syncthreads();  // every warp is done with `buf` before the next iteration refills it
-    if (cn >= 0) {
-#pragma unroll
-      for (int j = 0; j < kSets; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) raw[j][h][i] = raw_n[j][h][i];
-          sc[j][h][0] = sc_n[j][h][0];
-          sc[j][h][1] = sc_n[j][h][1];
         }
+      }
+      if (c + kPartials >= chunks) {  // partial c % 8 is complete
+#pragma unroll
+        for (int j = 0; j < kSets; ++j)
+#pragma unroll
+          for (int n = 0; n < kNt; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              float& vi = v_at(j, n, i);
+              vi = first ? acc[j][n][i] : vi + acc[j][n][i];
+              acc[j][n][i] = 0.0f;
+            }
+        first = false;
+      }
+      __syncthreads();  // every warp is done with `buf` before the next iteration refills it
+      if (loaded) {
+#pragma unroll
+        for (int j = 0; j < kSets; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) raw[j][h][i] = raw_n[j][h][i];
+            sc[j][h][0] = sc_n[j][h][0];
+            sc[j][h][1] = sc_n[j][h][1];
+          }
+      }
+      buf ^= 1;
+      c = cn;
     }
-    buf ^= 1;
-    c = cn;
-  }
-  if (!active) return;
-  // Accumulator i of lane (g, t): row g (+ 8 for i >= 2), column 8n + 2t + i % 2 (the
-  // mma's D fragment). The partials decode's idle warps hold (chunks < 8) add 0.
-  auto sum = [&](int j, int n, int i) {
-    const float vi = v_at(j, n, i);
-    return (chunks < kPartials ? vi + 0.0f : vi) * w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
-  };
+    if (cur.active) {
+      // Accumulator i of lane (g, t): row g (+ 8 for i >= 2), column 8n + 2t + i % 2 (the
+      // mma's D fragment). The partials decode's idle warps hold (chunks < 8) add 0.
+      auto sum = [&](int j, int n, int i) {
+        const float vi = v_at(j, n, i);
+        return (chunks < kPartials ? vi + 0.0f : vi) * cur.w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
+      };
 #pragma unroll
-  for (int n = 0; n < kNt; ++n) {
-    if (n >= n_used) break;
+      for (int n = 0; n < kNt; ++n) {
+        if (n >= cur.n_used) break;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int32_t slot = slots[n * cuda::kMmaCols + 2 * t + i % 2];
-      if (slot < 0) continue;
-      float* o = a.out + slot * a.m + g + 8 * (i / 2);
-      if constexpr (Up) {
-        o[rows[0]] = cuda::swiglu(sum(0, n, i), sum(1, n, i), a.wt[slot], a.limit);
-      } else {
+        for (int i = 0; i < 4; ++i) {
+          const int32_t slot = cur.slots[n * cuda::kMmaCols + 2 * t + i % 2];
+          if (slot < 0) continue;
+          float* o = a.out + slot * a.m + g + 8 * (i / 2);
+          if constexpr (Up) {
+            o[cur.rows[0]] = cuda::swiglu(sum(0, n, i), sum(1, n, i), a.wt[slot], a.limit);
+          } else {
 #pragma unroll
-        for (int j = 0; j < kSets; ++j) o[rows[j]] = sum(j, n, i);
+            for (int j = 0; j < kSets; ++j) o[cur.rows[j]] = sum(j, n, i);
+          }
+        }
       }
     }
+    if (!more) break;
+    it = it_n;
+    cur = nxt;
+    sb ^= 1;
   }
 }
 
@@ -346,12 +382,15 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
     constexpr bool Up = decltype(up)::value;
     const int64_t groups = n_in * K / kGroup;
     const GemmArgs args{experts, tiles, tiles + tl.tiles, planes, groups, act_div, m, K, o, wt, swiglu_limit};
-    const auto blocks = static_cast<unsigned>(tl.tiles * ((m + kItemRows<Up> - 1) / kItemRows<Up>));
+    const int64_t items = tl.tiles * ((m + kItemRows<Up> - 1) / kItemRows<Up>);
     auto run = [&](auto planes_kernel, auto gemm_kernel, size_t smem) {
       planes_kernel<<<cuda::blocks_for(groups, kThreads), kThreads, 0, stream_>>>(in, groups, planes);
       DSV4_CUDA_LAUNCH_CHECK();
       allow_smem(reinterpret_cast<const void*>(gemm_kernel), smem);
-      gemm_kernel<<<blocks, kThreads, smem, stream_>>>(args);
+      int per_sm = 0;  // resident blocks: the grid walks the items with no wave tail of launches
+      DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, gemm_kernel, kThreads, smem));
+      const int64_t blocks = std::min<int64_t>(items, int64_t{std::max(per_sm, 1)} * sm_count_);
+      gemm_kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream_>>>(args, items);
       DSV4_CUDA_LAUNCH_CHECK();
     };
     if (P == 1)
