@@ -1,10 +1,10 @@
 // The prefill MoE (issue 13; MODEL.md §4.23-§4.24) on the decode MoE's FP4 tensor-core
 // arithmetic (expert_mma.cuh), sized for many rows. The chunk's slots (row, j) are grouped
-// by expert on the host into tiles of up to 64 slots of one expert; a block takes 256
-// weight rows of one tile (up: 128 rows of w1 and of w3), so each used expert's weights
-// are read about once per chunk (decoded in registers, never materialized), and the
-// tile's activations, staged once per K chunk in shared memory as exact bf16 planes, feed
-// all 8 warps (each A fragment feeds up to 8 mma, one per 8 slots). The shared expert
+// by expert on the host into tiles of up to 64 slots of one expert; an item is 256 weight
+// rows of one tile (up: 128 rows of w1 and of w3), so each used expert's weights are read
+// about once per chunk (decoded in registers, never materialized), and the tile's
+// activations, staged once per K chunk in shared memory as exact bf16 planes, feed a
+// block's 8 warps (each A fragment feeds up to 8 mma, one per 8 slots). The shared expert
 // runs as dense GEMMs (linear_fp8_gemm); the combine adds each row's experts in ascending
 // id, then the shared expert, as the CPU reference (every output written once, no atomics).
 //
