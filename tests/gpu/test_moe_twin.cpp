@@ -390,7 +390,7 @@ TEST_CASE("moe_gemm equals moe bit for bit: 37 rows at small widths (K of 1-3 ch
 // 300 rows at Flash shapes: expert 7 in every row (300 slots: four full 64-slot tiles and
 // one of 44), expert 200 in rows 0-64 (a full tile and one of a single slot), expert 255
 // in row 0 alone, the other slots spread over experts 8-199 (a few slots each). The CPU
-// checks rows 0-15 (the 300-row call's tiles; the CPU's cost grows with its rows).
+// checks rows 0-3 (~1 s per row and arm at these widths), moe the rest bit for bit.
 TEST_CASE("moe_gemm at Flash shapes, 300 rows: experts over 64 slots and of 1; vs moe bitwise, vs cpu") {
   constexpr int kLong = 300;
   Rng pick(98);
@@ -402,7 +402,7 @@ TEST_CASE("moe_gemm at Flash shapes, 300 rows: experts over 64 slots and of 1; v
     sel.insert(sel.end(), own, own + kK);
   }
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 99 : 100, 16);
+    check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 99 : 100, 4);
 }
 
 }  // namespace dsv4::twin
