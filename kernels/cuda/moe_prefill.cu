@@ -107,6 +107,7 @@ __device__ inline void cp_async16(void* dst, const void* src, bool valid) {
 }
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ inline void cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ inline void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
 // The chunk after c in the K order: partial c % 8's chunks ascending, partials ascending
 // (the decode kernel's warp w = c % 8); -1 after the last.
@@ -199,6 +200,17 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a, in
       cp_async16(dst, a.act + p * a.plane + (off >= 0 ? off : 0) + c * kGroups + tq, off >= 0);
     }
   };
+  auto prefetch_a = [&](const Item& x, int c) {  // the lines load_a(x, c) reads
+    const int64_t k0 = int64_t{c} * kChunk + 32 * t;
+#pragma unroll
+    for (int j = 0; j < kSets; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t r = x.rows[j] + g + 8 * h;
+        prefetch_l2(x.w[j].packed + r * (x.w[j].cols >> 1) + (k0 >> 1));
+        prefetch_l2(x.w[j].scales + (r * x.w[j].cols >> x.gs[j]) + (k0 >> x.gs[j]));
+      }
+  };
   auto load_a = [&](const Item& x, int c, uint32_t (&raw)[kSets][2][4], uint8_t (&sc)[kSets][2][2]) {
     const int64_t k0 = int64_t{c} * kChunk + 32 * t;
 #pragma unroll
@@ -250,6 +262,13 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a, in
         load_a(cur, cn, raw_n, sc_n);
       else if (cn < 0 && loaded)
         load_a(nxt, 0, raw_n, sc_n);
+      // The chunk after that into L2 (a hint: no registers, no effect on any value), so the
+      // register loads the next iteration issues wait on L2, not on HBM: one chunk of
+      // compute does not cover a weight load's HBM latency.
+      const int pf_cur = cn >= 0 ? next_chunk(cn, chunks) : -1;
+      const int pf_nxt = !more ? -1 : cn >= 0 ? (pf_cur < 0 ? 0 : -1) : next_chunk(0, chunks);
+      if (pf_cur >= 0 && cur.active) prefetch_a(cur, pf_cur);
+      if (pf_nxt >= 0 && nxt.active) prefetch_a(nxt, pf_nxt);
       cp_async_wait_prior();
       __syncthreads();  // chunk c's stage is complete for every thread
       if (cur.active) {  // chunk c into acc
