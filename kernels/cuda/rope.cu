@@ -2,6 +2,7 @@
 // multiply with the table entry of the row's position (bit-identical to the CPU twin).
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/rope.cuh"
 #include "base/error.h"
 
 namespace dsv4 {
@@ -10,8 +11,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One thread per (row, head, pair); v [rows, heads, dim], fc [n_positions, rd]. A position
-// outside the table makes the pair NaN (rope_dev cannot refuse it by name, kernels/ops.h).
+// One thread per (row, head, pair); v [rows, heads, dim], fc [n_positions, rd].
 __global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const float* fc, int rd,
                             int64_t n_positions, const int32_t* positions, bool inverse) {
   const int pairs = rd / 2;
@@ -20,19 +20,8 @@ __global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const fl
        i += int64_t{gridDim.x} * blockDim.x) {
     const int pair = static_cast<int>(i % pairs);
     const int64_t rh = i / pairs;  // row * heads + head
-    const int64_t row = rh / heads;
-    const int64_t p = positions[row];
-    float* x = v + rh * dim + (dim - rd) + 2 * pair;
-    if (p < 0 || p >= n_positions) {
-      x[0] = x[1] = NAN;
-      continue;
-    }
-    const float* f = fc + p * rd + 2 * pair;
-    const float c = f[0];
-    const float s = inverse ? -f[1] : f[1];
-    const float a = x[0], b = x[1];
-    x[0] = a * c - b * s;
-    x[1] = a * s + b * c;
+    cuda::rope_pair(v + rh * dim + (dim - rd) + 2 * pair, fc, rd, n_positions, positions[rh / heads], pair,
+                    inverse);
   }
 }
 
