@@ -237,6 +237,12 @@ class Ops {
   // row of §6.4 with base = the block's first pending row and slots = r).
   virtual void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
                             size_t n) = 0;
+  // §4.14 after x wkv^T: the window latent kv [dim] finished in place, then stored in its ring
+  // slot: rmsnorm(kv, norm, 1, dim, eps), rope_dev(kv, 1, 1, dim, rope, pos), kv_act_quant(kv,
+  // 1, dim, rope.rope_dim, variant), copy_to_slot(ring, pos, slots, kv, dim), as one op.
+  virtual void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps,
+                            const RopeTable& rope, const int32_t* pos, KvQuant variant,
+                            float* ring, int slots) = 0;
   // MODEL.md §4.15 / §4.17 / §4.19 decode row of p at a fixed width window + tail_width:
   // idx[k] = window_decode_row(p, window)[k] for k < window; then, ratio > 4, W + j for
   // the j < (p+1)/ratio completed blocks; every other column -1 (bit-inert pads, §6.8
@@ -244,13 +250,15 @@ class Ops {
   // (null otherwise). tail_width bounds the blocks of every position the caller reaches.
   virtual void decode_index(const int32_t* pos, int ratio, int window, int tail_width,
                             int32_t* idx, int32_t* n_visible) = 0;
-  // §6.4 after p's row is in the pending rows (pend_* [slots, Lc], cur rows at r when
-  // c.overlap, else at 0): when (p+1) mod r == 0, compress_blocks of that one block
-  // (first_block j = p / r, prev = rows [0, r) when c.overlap) into store + j * c.d,
-  // then, when c.overlap, the cur rows move to the prev rows. Otherwise nothing changes.
-  virtual void compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
-                           float* pend_score, const RopeTable& rope, double norm_eps,
-                           const Numerics& num, float* store) = 0;
+  // §6.4 at p: p's raw rows row_kv, row_score [Lc] go to pending slot p mod r (copy_to_slot
+  // with base = the cur rows of pend_* [slots, Lc]: rows [r, 2r) when c.overlap, else
+  // [0, r)); then, when (p+1) mod r == 0, compress_blocks of that one block (first_block
+  // j = p / r, prev = rows [0, r) when c.overlap) into store + j * c.d, then, when
+  // c.overlap, the cur rows move to the prev rows. Otherwise nothing else changes.
+  virtual void compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
+                           const float* row_score, float* pend_kv, float* pend_score,
+                           const RopeTable& rope, double norm_eps, const Numerics& num,
+                           float* store) = 0;
 
   // ---- head ----
   // out (host [rows]) = argmax per row, ties to the lowest index; -1 if the row has a NaN.

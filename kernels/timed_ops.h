@@ -96,10 +96,13 @@ class TimedOps : public ForwardingOps {
                 int k, float lim, const Numerics& num, float* out) override;
   void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
                     size_t n) override;
+  void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
+                    const int32_t* pos, KvQuant v, float* ring, int slots) override;
   void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
                     int32_t* nv) override;
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
-                   const RopeTable& r, double e, const Numerics& num, float* store) override;
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* kv, const float* sc,
+                   float* pkv, float* psc, const RopeTable& r, double e, const Numerics& num,
+                   float* store) override;
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override;
 
  private:

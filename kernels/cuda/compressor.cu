@@ -1,23 +1,23 @@
 // Compressor pooling and finishing (MODEL.md §4.16 steps 3-6, §6.4) as one kernel: a block
-// pools one compressed row into shared memory, then norms, ropes and quantizes it with the
-// device functions of the rmsnorm, rope and quantizer ops (the same arithmetic, so the same
-// bits as those ops run one after the other).
+// pools one compressed row into shared memory, then norms, ropes and quantizes it
+// (cuda::finish_row: the rmsnorm, rope and quantizer ops' arithmetic and bits).
 #include <vector>
 
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/norm.cuh"
-#include "kernels/cuda/quant.cuh"
-#include "kernels/cuda/rope.cuh"
+#include "kernels/cuda/finish_row.cuh"
 
 namespace dsv4 {
 
 namespace {
 
-constexpr int kThreads = cuda::kNormThreads;  // step 4 norms the row as the rmsnorm op does
+using cuda::Finish;
+using cuda::FinishArgs;
+
+constexpr int kThreads = cuda::kFinishThreads;
 constexpr int kMaxEntries = 256;  // 2r (overlap) or r pool entries per output element
-constexpr int kMaxD = 4096;       // the row lives in shared memory (16 KiB)
+constexpr int kMaxD = cuda::kMaxFinishDim;
 
 // Step 3's inputs: kv, score [n_blocks*r, Lc] raw projections; prev_kv, prev_score [r, Lc]
 // (block 0's predecessor when overlapping) or null.
@@ -80,35 +80,6 @@ __device__ float pool_element(const PoolIn& in, int b, int e) {
   return acc;
 }
 
-// Step 6's quantizer, as CompressorWeights::rotate and the Numerics choose it.
-enum class Finish : uint8_t { kv_clamp, kv_e4m3, hadamard_fp4, none };
-
-// Steps 4-6's parameters: the norm weight [d], the rope table fc [n_positions, rd].
-struct FinishArgs {
-  cuda::DenseW norm;
-  double eps;
-  const float* fc;
-  int rd;
-  int64_t n_positions;
-  Finish how;
-  float hadamard_scale;
-};
-
-// Steps 4-6 on row [d] in shared memory, roped at `position`, by every thread of a block
-// of kThreads; ends with a barrier. `red` holds >= 32 floats.
-__device__ void finish_row(float* row, int d, const FinishArgs& f, int64_t position, float* red) {
-  cuda::block_rmsnorm(row, f.norm, true, d, f.eps, row, red);  // step 4
-  __syncthreads();
-  for (int pair = threadIdx.x; pair < f.rd / 2; pair += blockDim.x)  // step 5
-    cuda::rope_pair(row + d - f.rd + 2 * pair, f.fc, f.rd, f.n_positions, position, pair, false);
-  __syncthreads();
-  if (f.how == Finish::hadamard_fp4)  // uniform: the barriers inside see every thread
-    cuda::block_hadamard_fp4(row, d, f.hadamard_scale, true);
-  else if (f.how != Finish::none)
-    cuda::block_kv_quant(row, d - f.rd, f.how == Finish::kv_e4m3);
-  __syncthreads();
-}
-
 // Block b of the call -> out + b*d, roped at its first token (first_block + b) * r. Each
 // thread pools and copies out the same elements e = tid + k*blockDim, so a block's next row
 // waits only on finish_row's barriers.
@@ -119,25 +90,35 @@ __global__ void compress_blocks_kernel(PoolIn in, int n_blocks, int first_block,
   for (int b = blockIdx.x; b < n_blocks; b += gridDim.x) {
     for (int e = threadIdx.x; e < d; e += blockDim.x) row[e] = pool_element(in, b, e);
     __syncthreads();
-    finish_row(row, d, f, static_cast<int64_t>(first_block + b) * in.r, red);
+    cuda::finish_row(row, d, f, static_cast<int64_t>(first_block + b) * in.r, red);
     for (int e = threadIdx.x; e < d; e += blockDim.x) out[static_cast<int64_t>(b) * d + e] = row[e];
   }
 }
 
-// compress_at in one block (issue 12: one launch at every position). Nothing unless a block
-// completes at p ((p+1) mod r == 0; p < 0 completes nothing); then the block (own rows at
-// in.kv, prev rows at pend when overlapping) finished into store + (p / r) * d, and
-// (overlap) the pending rows [r, 2r) -> [0, r) of kv and score (half = r * Lc floats each).
-__global__ void compress_at_kernel(PoolIn in, const int32_t* pos, FinishArgs f, float* store, int64_t half,
-                                   float* pend_kv, float* pend_score) {
+// compress_at in one block (issue 12: one launch at every position); nothing for p < 0 (its
+// rope rows are NaN). p's rows row_kv, row_score [Lc] go to pending slot p mod r of the own
+// rows (in.kv, in.score); when a block completes at p ((p+1) mod r == 0), it (prev rows at
+// pend when overlapping) is finished into store + (p / r) * d, then (overlap) the pending
+// rows [r, 2r) -> [0, r) of kv and score (half = r * Lc floats each).
+__global__ void compress_at_kernel(PoolIn in, const int32_t* pos, const float* row_kv, const float* row_score,
+                                   FinishArgs f, float* store, int64_t half, float* pend_kv, float* pend_score) {
   const int64_t p = *pos;
-  if (p < 0 || (p + 1) % in.r != 0) return;  // uniform: every thread reads the same p
-  extern __shared__ float row[];              // [d]
+  if (p < 0) return;  // uniform: every thread reads the same p
+  const int d = in.d, lc = in.overlap ? 2 * d : d;
+  const int64_t slot = (in.overlap ? half : 0) + p % in.r * lc;  // in the own rows in.kv, in.score
+  float* slot_kv = pend_kv + slot;
+  float* slot_score = pend_score + slot;
+  for (int i = threadIdx.x; i < lc; i += blockDim.x) {
+    slot_kv[i] = row_kv[i];
+    slot_score[i] = row_score[i];
+  }
+  if ((p + 1) % in.r != 0) return;  // uniform
+  extern __shared__ float row[];    // [d]
   __shared__ float red[cuda::kWarp];
-  const int d = in.d;
+  __syncthreads();  // the pool reads the slot's row (global writes of the block are visible after it)
   for (int e = threadIdx.x; e < d; e += blockDim.x) row[e] = pool_element(in, 0, e);
   __syncthreads();
-  finish_row(row, d, f, p / in.r * in.r, red);
+  cuda::finish_row(row, d, f, p / in.r * in.r, red);
   float* dst = store + p / in.r * d;
   for (int e = threadIdx.x; e < d; e += blockDim.x) dst[e] = row[e];
   if (!in.overlap) return;
@@ -209,11 +190,11 @@ void CudaOps::compress_blocks(const CompressorWeights& c, const float* kv, const
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
-// Issue 12: one launch at every position; the kernel reads p and does nothing unless a
-// block completes there.
-void CudaOps::compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
-                          float* pend_score, const RopeTable& rope, double norm_eps,
-                          const Numerics& num, float* store) {
+// Issue 12: one launch at every position; the kernel reads p, writes the slot and pools
+// only when a block completes there.
+void CudaOps::compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
+                          const float* row_score, float* pend_kv, float* pend_score,
+                          const RopeTable& rope, double norm_eps, const Numerics& num, float* store) {
   FinishArgs f = finish_args(c, rope, norm_eps, num);
   activate();
   f.norm = dense(c.norm, c.d);
@@ -222,7 +203,8 @@ void CudaOps::compress_at(const CompressorWeights& c, const int32_t* pos, float*
   const int64_t cur = c.overlap ? half : 0;
   const PoolIn in = pool_in(c, dense(c.ape, c.latent()), pend_kv + cur, pend_score + cur,
                             c.overlap ? pend_kv : nullptr, c.overlap ? pend_score : nullptr);
-  compress_at_kernel<<<1, kThreads, c.d * sizeof(float), stream_>>>(in, pos, f, store, half, pend_kv, pend_score);
+  compress_at_kernel<<<1, kThreads, c.d * sizeof(float), stream_>>>(in, pos, row_kv, row_score, f, store, half,
+                                                                     pend_kv, pend_score);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

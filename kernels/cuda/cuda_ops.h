@@ -133,11 +133,14 @@ class CudaOps final : public Ops {
 
   void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
                     size_t n) override;
+  void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
+                    const int32_t* pos, KvQuant variant, float* ring, int slots) override;
   void decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
                     int32_t* n_visible) override;
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
-                   float* pend_score, const RopeTable& rope, double norm_eps,
-                   const Numerics& num, float* store) override;
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
+                   const float* row_score, float* pend_kv, float* pend_score,
+                   const RopeTable& rope, double norm_eps, const Numerics& num,
+                   float* store) override;
 
   void argmax(const float* logits, int rows, int64_t n, int32_t* out) override;
 

@@ -147,15 +147,21 @@ class TracingOps final : public ForwardingOps {
     inner().copy_to_slot(base, pos, slots, src, n);
     rec("copy_to_slot", base + (position(pos) % slots) * static_cast<int64_t>(n), n);
   }
+  void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
+                    const int32_t* pos, KvQuant v, float* ring, int slots) override {
+    inner().finish_kv_at(kv, w, dim, e, r, pos, v, ring, slots);
+    rec("finish_kv_at", kv, static_cast<size_t>(dim));
+  }
   void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
                     int32_t* nv) override {
     inner().decode_index(pos, ratio, window, tail, idx, nv);
     reci("decode_index", idx, static_cast<size_t>(window) + tail);
     if (nv) reci("decode_index n_visible", nv, 1);
   }
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
-                   const RopeTable& r, double e, const Numerics& num, float* store) override {
-    inner().compress_at(c, pos, pkv, psc, r, e, num, store);
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* kv, const float* sc,
+                   float* pkv, float* psc, const RopeTable& r, double e, const Numerics& num,
+                   float* store) override {
+    inner().compress_at(c, pos, kv, sc, pkv, psc, r, e, num, store);
     const int64_t p = position(pos);
     if ((p + 1) % c.ratio == 0) rec("compress_at " + c.wkv.name, store + p / c.ratio * c.d, c.d);
   }

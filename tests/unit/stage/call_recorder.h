@@ -158,15 +158,21 @@ class CallRecorder final : public ForwardingOps {
     log("copy_to_slot", base, pos, slots, src, n);
     inner().copy_to_slot(base, pos, slots, src, n);
   }
+  void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
+                    const int32_t* pos, KvQuant v, float* ring, int slots) override {
+    log("finish_kv_at", kv, w, dim, e, r, pos, v, ring, slots);
+    inner().finish_kv_at(kv, w, dim, e, r, pos, v, ring, slots);
+  }
   void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
                     int32_t* nv) override {
     log("decode_index", pos, ratio, window, tail, idx, nv);
     inner().decode_index(pos, ratio, window, tail, idx, nv);
   }
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
-                   const RopeTable& r, double e, const Numerics& num, float* store) override {
-    log("compress_at", c.wkv, pos, pkv, psc, r, e, num, store);
-    inner().compress_at(c, pos, pkv, psc, r, e, num, store);
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* kv, const float* sc,
+                   float* pkv, float* psc, const RopeTable& r, double e, const Numerics& num,
+                   float* store) override {
+    log("compress_at", c.wkv, pos, kv, sc, pkv, psc, r, e, num, store);
+    inner().compress_at(c, pos, kv, sc, pkv, psc, r, e, num, store);
   }
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override {
     log("argmax", l, rows, n, out);
