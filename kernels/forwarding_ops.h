@@ -46,6 +46,14 @@ class ForwardingOps : public Ops {
                 bool inverse) override {
     in_.rope_dev(v, rows, heads, dim, t, pos, inverse);
   }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double e, const RopeTable& t,
+                         const int32_t* pos) override {
+    in_.head_rms_rope_dev(v, rows, heads, dim, e, t, pos);
+  }
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* pos) override {
+    in_.rope_hadamard_fp4_dev(v, rows, heads, dim, t, pos);
+  }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
     in_.kv_act_quant(v, rows, dim, rd, q);
   }

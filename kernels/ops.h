@@ -129,6 +129,14 @@ class Ops {
   // rope with positions in backend memory [rows].
   virtual void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                         const int32_t* positions, bool inverse) = 0;
+  // head_rms(v, rows * heads, dim, eps), then rope_dev(v, rows, heads, dim, t, positions,
+  // false), as one op (the decode step's q, §4.13).
+  virtual void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps,
+                                 const RopeTable& t, const int32_t* positions) = 0;
+  // rope_dev(v, rows, heads, dim, t, positions, false), then hadamard_fp4(v, rows * heads,
+  // dim, true), as one op (the decode step's indexer q, §4.18 step 1).
+  virtual void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                                     const int32_t* positions) = 0;
   // §4.8: fake-quant of dims [0, dim - rd) of each row in groups of 64 (variant D1).
   virtual void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) = 0;
   // §4.11 Hadamard (scale dim^-0.5) then, when fp4, §4.10 on each vector, in place.

@@ -106,6 +106,14 @@ void TimedOps::rope_dev(float* v, int rows, int heads, int dim, const RopeTable&
                         const int32_t* pos, bool inverse) {
   timed("rope_dev", [&] { inner().rope_dev(v, rows, heads, dim, t, pos, inverse); });
 }
+void TimedOps::head_rms_rope_dev(float* v, int rows, int heads, int dim, double e,
+                                 const RopeTable& t, const int32_t* pos) {
+  timed("head_rms_rope_dev", [&] { inner().head_rms_rope_dev(v, rows, heads, dim, e, t, pos); });
+}
+void TimedOps::rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                                     const int32_t* pos) {
+  timed("rope_hadamard_fp4_dev", [&] { inner().rope_hadamard_fp4_dev(v, rows, heads, dim, t, pos); });
+}
 void TimedOps::kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) {
   timed("kv_act_quant", [&] { inner().kv_act_quant(v, rows, dim, rd, q); });
 }

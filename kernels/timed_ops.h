@@ -57,6 +57,10 @@ class TimedOps : public ForwardingOps {
             bool inverse) override;
   void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
                 bool inverse) override;
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double e, const RopeTable& t,
+                         const int32_t* pos) override;
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* pos) override;
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override;
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
   void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double ne, double he,

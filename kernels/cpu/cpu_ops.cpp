@@ -71,6 +71,16 @@ class CpuOps final : public Ops {
                 const int32_t* positions, bool inverse) override {
     cpu_rope(v, rows, heads, dim, t, positions, inverse);
   }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                         const int32_t* positions) override {
+    cpu_head_rms(v, rows * heads, dim, eps);
+    cpu_rope(v, rows, heads, dim, t, positions, false);
+  }
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* positions) override {
+    cpu_rope(v, rows, heads, dim, t, positions, false);
+    cpu_hadamard_fp4(v, rows * heads, dim, true);
+  }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override {
     cpu_kv_act_quant(v, rows, dim, rd, variant);
   }

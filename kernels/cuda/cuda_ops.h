@@ -78,6 +78,10 @@ class CudaOps final : public Ops {
             const int32_t* positions, bool inverse) override;
   void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                 const int32_t* positions, bool inverse) override;
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                         const int32_t* positions) override;
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* positions) override;
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override;
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
 

@@ -48,6 +48,37 @@ TEST_CASE("rope_dev twin: the host-array rope's bits; a position outside the tab
   CHECK_THROWS_AS(b.cpu->rope_dev(v[kCpu], 1, 1, dim, table, bad[kCpu], false), Error);
 }
 
+// The decode step's q (64 heads x 512) and indexer q (64 heads x 128) at Flash shapes, two
+// rows at different positions: on CUDA the bits of the two ops each fuses run one after the
+// other; against the CPU with those ops' twin bounds (head_rms ~1e-7 relative, bound 1e-6;
+// rope, Hadamard and FP4 exact).
+TEST_CASE("head_rms_rope_dev / rope_hadamard_fp4_dev twin: two ops as one, bit for bit") {
+  Backends b;
+  Rng rng(92);
+  const RopeTable table = make_rope_table(10000.0, 64, 70000, nullptr);
+  const int rows = 2, heads = 64;
+  PairI pos = put_i32(b, {4095, 65535});
+  for (int dim : {512, 128}) {
+    const bool rms = dim == 512;
+    INFO((rms ? "head_rms_rope_dev" : "rope_hadamard_fp4_dev"));
+    const std::vector<float> v0 = rng.normals(static_cast<size_t>(rows) * heads * dim, 2.0f);
+    PairF fused = put(b, v0), chain = put(b, v0);
+    Ops& gpu = *b.gpu;
+    if (rms) {
+      gpu.head_rms(chain[kGpu], rows * heads, dim, 1e-6);
+      gpu.rope_dev(chain[kGpu], rows, heads, dim, table, pos[kGpu], false);
+      for (int s : {kCpu, kGpu}) b.at(s).head_rms_rope_dev(fused[s], rows, heads, dim, 1e-6, table, pos[s]);
+    } else {
+      gpu.rope_dev(chain[kGpu], rows, heads, dim, table, pos[kGpu], false);
+      gpu.hadamard_fp4(chain[kGpu], rows * heads, dim, true);
+      for (int s : {kCpu, kGpu}) b.at(s).rope_hadamard_fp4_dev(fused[s], rows, heads, dim, table, pos[s]);
+    }
+    const std::vector<float> got = get(b, fused, kGpu);
+    check_bitwise("fused vs the op chain (cuda)", get(b, chain, kGpu), got);
+    check_close("fused twin", get(b, fused, kCpu), got, rms ? 1e-6 : 0, rms ? 1e-6 : 0);
+  }
+}
+
 TEST_CASE("route_dev twin: hash routing from device ids equals the host-id route") {
   constexpr int kHidden = 256, kExperts = 16, kK = 6, kRows = 5, kVocab = 32;
   Backends b;

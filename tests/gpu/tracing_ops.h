@@ -49,6 +49,16 @@ class TracingOps final : public ForwardingOps {
     inner().rope_dev(v, rows, heads, dim, t, pos, inverse);
     rec(inverse ? "inverse rope" : "rope", v, static_cast<size_t>(rows) * heads * dim);
   }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double e, const RopeTable& t,
+                         const int32_t* pos) override {
+    inner().head_rms_rope_dev(v, rows, heads, dim, e, t, pos);
+    rec("head_rms rope", v, static_cast<size_t>(rows) * heads * dim);
+  }
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* pos) override {
+    inner().rope_hadamard_fp4_dev(v, rows, heads, dim, t, pos);
+    rec("rope hadamard_fp4", v, static_cast<size_t>(rows) * heads * dim);
+  }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
     inner().kv_act_quant(v, rows, dim, rd, q);
     rec("kv_act_quant", v, static_cast<size_t>(rows) * dim);

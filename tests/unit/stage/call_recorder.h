@@ -69,6 +69,16 @@ class CallRecorder final : public ForwardingOps {
     log("rope_dev", v, rows, heads, dim, t, pos, inverse);
     inner().rope_dev(v, rows, heads, dim, t, pos, inverse);
   }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double e, const RopeTable& t,
+                         const int32_t* pos) override {
+    log("head_rms_rope_dev", v, rows, heads, dim, e, t, pos);
+    inner().head_rms_rope_dev(v, rows, heads, dim, e, t, pos);
+  }
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* pos) override {
+    log("rope_hadamard_fp4_dev", v, rows, heads, dim, t, pos);
+    inner().rope_hadamard_fp4_dev(v, rows, heads, dim, t, pos);
+  }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
     log("kv_act_quant", v, rows, dim, rd, q);
     inner().kv_act_quant(v, rows, dim, rd, q);
