@@ -31,53 +31,76 @@ struct PoolIn {
   bool overlap;
 };
 
-// Step 3 for dim e of block b: softmax over the pool entries in f32 (exp, sum in entry
-// order, divide), then sum_i w_i v_i in entry order (f32 chain, serving arm).
-__device__ float pool_element(const PoolIn& in, int b, int e) {
+// Entry n of dim e of block b: (logit, value) of §4.16 step 3; prev entries first when
+// overlapping.
+__device__ void pool_entry(const PoolIn& in, int b, int e, int n, float* logit, float* value) {
   const int r = in.r, d = in.d;
   const int lc = in.overlap ? 2 * d : d;
-  const int entries = in.overlap ? 2 * r : r;
   const int64_t own = static_cast<int64_t>(b) * r;  // first own row
-  // Entry n: (logit, value) of §4.16 step 3; prev entries first when overlapping.
-  auto entry = [&](int n, float* logit, float* value) {
-    if (in.overlap && n < r) {
-      if (b >= 1) {
-        const int64_t row = (own - r + n) * lc;
-        *logit = in.score[row + e] + in.ape.at(static_cast<int64_t>(n) * lc + e);
-        *value = in.kv[row + e];
-      } else if (in.prev_kv) {
-        const int64_t row = static_cast<int64_t>(n) * lc;
-        *logit = in.prev_score[row + e] + in.ape.at(static_cast<int64_t>(n) * lc + e);
-        *value = in.prev_kv[row + e];
-      } else {  // block 0 without a predecessor: weight exactly 0
-        *logit = -INFINITY;
-        *value = 0.0f;
-      }
-      return;
+  if (in.overlap && n < r) {
+    if (b >= 1) {
+      const int64_t row = (own - r + n) * lc;
+      *logit = in.score[row + e] + in.ape.at(static_cast<int64_t>(n) * lc + e);
+      *value = in.kv[row + e];
+    } else if (in.prev_kv) {
+      const int64_t row = static_cast<int64_t>(n) * lc;
+      *logit = in.prev_score[row + e] + in.ape.at(static_cast<int64_t>(n) * lc + e);
+      *value = in.prev_kv[row + e];
+    } else {  // block 0 without a predecessor: weight exactly 0
+      *logit = -INFINITY;
+      *value = 0.0f;
     }
-    const int own_i = in.overlap ? n - r : n;
-    const int col = in.overlap ? d + e : e;
-    const int64_t row = (own + own_i) * lc;
-    *logit = in.score[row + col] + in.ape.at(static_cast<int64_t>(own_i) * lc + col);
-    *value = in.kv[row + col];
-  };
-  float logit, value;
-  float m = -INFINITY;
-  for (int n = 0; n < entries; ++n) {
-    entry(n, &logit, &value);
-    m = m < logit ? logit : m;
+    return;
   }
-  float den = 0.0f;
-  for (int n = 0; n < entries; ++n) {
-    entry(n, &logit, &value);
-    den += expf(logit - m);
+  const int own_i = in.overlap ? n - r : n;
+  const int col = in.overlap ? d + e : e;
+  const int64_t row = (own + own_i) * lc;
+  *logit = in.score[row + col] + in.ape.at(static_cast<int64_t>(own_i) * lc + col);
+  *value = in.kv[row + col];
+}
+
+// Dims a thread pools side by side: independent chains, so more loads in flight (a ratio-128
+// block reads 3 x 128 entries per dim in one CUDA block).
+constexpr int kDimsPerThread = 2;
+
+// Step 3 of block b into row [d] (shared): per dim, softmax over the pool entries in f32
+// (max, then exp and sum in entry order, divide), then sum_i w_i v_i in entry order (f32
+// chain, serving arm). Thread t pools dims t + k * blockDim, as a plain stride loop would.
+__device__ void pool_row(const PoolIn& in, int b, float* row) {
+  const int entries = in.overlap ? 2 * in.r : in.r;
+  constexpr int K = kDimsPerThread;
+  const int stride = static_cast<int>(blockDim.x);
+  for (int e0 = threadIdx.x; e0 < in.d; e0 += K * stride) {
+    int e[K];
+    float m[K], den[K], acc[K], logit, value;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      e[k] = e0 + k * stride < in.d ? e0 + k * stride : e0;  // past d: a discarded twin
+      m[k] = -INFINITY;
+      den[k] = acc[k] = 0.0f;
+    }
+    for (int n = 0; n < entries; ++n)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        pool_entry(in, b, e[k], n, &logit, &value);
+        m[k] = m[k] < logit ? logit : m[k];
+      }
+    for (int n = 0; n < entries; ++n)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        pool_entry(in, b, e[k], n, &logit, &value);
+        den[k] += expf(logit - m[k]);
+      }
+    for (int n = 0; n < entries; ++n)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        pool_entry(in, b, e[k], n, &logit, &value);
+        acc[k] += (expf(logit - m[k]) / den[k]) * value;
+      }
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (e0 + k * stride < in.d) row[e0 + k * stride] = acc[k];
   }
-  float acc = 0.0f;
-  for (int n = 0; n < entries; ++n) {
-    entry(n, &logit, &value);
-    acc += (expf(logit - m) / den) * value;
-  }
-  return acc;
 }
 
 // Block b of the call -> out + b*d, roped at its first token (first_block + b) * r. Each
@@ -88,7 +111,7 @@ __global__ void compress_blocks_kernel(PoolIn in, int n_blocks, int first_block,
   __shared__ float red[cuda::kWarp];
   const int d = in.d;
   for (int b = blockIdx.x; b < n_blocks; b += gridDim.x) {
-    for (int e = threadIdx.x; e < d; e += blockDim.x) row[e] = pool_element(in, b, e);
+    pool_row(in, b, row);
     __syncthreads();
     cuda::finish_row(row, d, f, static_cast<int64_t>(first_block + b) * in.r, red);
     for (int e = threadIdx.x; e < d; e += blockDim.x) out[static_cast<int64_t>(b) * d + e] = row[e];
@@ -116,7 +139,7 @@ __global__ void compress_at_kernel(PoolIn in, const int32_t* pos, const float* r
   extern __shared__ float row[];    // [d]
   __shared__ float red[cuda::kWarp];
   __syncthreads();  // the pool reads the slot's row (global writes of the block are visible after it)
-  for (int e = threadIdx.x; e < d; e += blockDim.x) row[e] = pool_element(in, 0, e);
+  pool_row(in, 0, row);
   __syncthreads();
   cuda::finish_row(row, d, f, p / in.r * in.r, red);
   float* dst = store + p / in.r * d;
