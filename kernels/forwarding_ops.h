@@ -134,10 +134,6 @@ class ForwardingOps : public Ops {
                 int k, float lim, const Numerics& num, float* out) override {
     in_.moe_gemm(b, x, rows, sel, wt, k, lim, num, out);
   }
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override {
-    in_.copy_to_slot(base, pos, slots, src, n);
-  }
   void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
                     const int32_t* pos, KvQuant v, float* ring, int slots) override {
     in_.finish_kv_at(kv, w, dim, e, r, pos, v, ring, slots);

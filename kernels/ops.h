@@ -241,13 +241,9 @@ class Ops {
                         float* out) = 0;
 
   // ---- device step: plain decode of one row at the position p = *pos (backend) ----
-  // base[(p mod slots) * n + i] = src[i] for i < n (the ring slot of §6.3; the pending
-  // row of §6.4 with base = the block's first pending row and slots = r).
-  virtual void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                            size_t n) = 0;
-  // §4.14 after x wkv^T: the window latent kv [dim] finished in place, then stored in its ring
-  // slot: rmsnorm(kv, norm, 1, dim, eps), rope_dev(kv, 1, 1, dim, rope, pos), kv_act_quant(kv,
-  // 1, dim, rope.rope_dim, variant), copy_to_slot(ring, pos, slots, kv, dim), as one op.
+  // §4.14 after x wkv^T: the window latent kv [dim] finished in place — rmsnorm(kv, norm, 1,
+  // dim, eps), rope_dev(kv, 1, 1, dim, rope, pos), kv_act_quant(kv, 1, dim, rope.rope_dim,
+  // variant), as one op — then copied to its ring slot ring[(p mod slots) * dim ..] (§6.3).
   virtual void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps,
                             const RopeTable& rope, const int32_t* pos, KvQuant variant,
                             float* ring, int slots) = 0;
@@ -258,9 +254,9 @@ class Ops {
   // (null otherwise). tail_width bounds the blocks of every position the caller reaches.
   virtual void decode_index(const int32_t* pos, int ratio, int window, int tail_width,
                             int32_t* idx, int32_t* n_visible) = 0;
-  // §6.4 at p: p's raw rows row_kv, row_score [Lc] go to pending slot p mod r (copy_to_slot
-  // with base = the cur rows of pend_* [slots, Lc]: rows [r, 2r) when c.overlap, else
-  // [0, r)); then, when (p+1) mod r == 0, compress_blocks of that one block (first_block
+  // §6.4 at p: p's raw rows row_kv, row_score [Lc] go to pending row p mod r of the cur rows
+  // of pend_* [slots, Lc] (rows [r, 2r) when c.overlap, else [0, r)); then, when
+  // (p+1) mod r == 0, compress_blocks of that one block (first_block
   // j = p / r, prev = rows [0, r) when c.overlap) into store + j * c.d, then, when
   // c.overlap, the cur rows move to the prev rows. Otherwise nothing else changes.
   virtual void compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,

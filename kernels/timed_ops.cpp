@@ -203,10 +203,6 @@ void TimedOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const i
                         const float* wt, int k, float lim, const Numerics& num, float* out) {
   timed("moe_gemm", [&] { inner().moe_gemm(b, x, rows, sel, wt, k, lim, num, out); });
 }
-void TimedOps::copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                            size_t n) {
-  timed("copy_to_slot", [&] { inner().copy_to_slot(base, pos, slots, src, n); });
-}
 void TimedOps::finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
                             const int32_t* pos, KvQuant v, float* ring, int slots) {
   timed("finish_kv_at", [&] { inner().finish_kv_at(kv, w, dim, e, r, pos, v, ring, slots); });

@@ -98,8 +98,6 @@ class TimedOps : public ForwardingOps {
            int k, float lim, const Numerics& num, float* out) override;
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                 int k, float lim, const Numerics& num, float* out) override;
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override;
   void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
                     const int32_t* pos, KvQuant v, float* ring, int slots) override;
   void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,

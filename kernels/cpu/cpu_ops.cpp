@@ -181,10 +181,6 @@ class CpuOps final : public Ops {
     moe(b, x, rows, sel, wt, k, swiglu_limit, num, out);
   }
 
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override {
-    cpu_copy_to_slot(base, pos, slots, src, n);
-  }
   void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
                     const int32_t* pos, KvQuant variant, float* ring, int slots) override {
     cpu_finish_kv_at(cache_, kv, norm, dim, eps, rope, pos, variant, ring, slots);

@@ -135,8 +135,6 @@ class CudaOps final : public Ops {
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
 
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override;
   void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
                     const int32_t* pos, KvQuant variant, float* ring, int slots) override;
   void decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,

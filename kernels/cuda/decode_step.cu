@@ -13,18 +13,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kOverlapRatio = 4;  // the indexer's ratio: its tail is the top-k's
 
-// base[(p mod slots) * n + i] = src[i]; nothing for p < 0 (its rope rows are NaN).
-__global__ void copy_to_slot_kernel(float* base, const int32_t* pos, int slots, const float* src, int64_t n) {
-  const int64_t p = *pos;
-  if (p < 0) return;  // uniform
-  float* dst = base + (p % slots) * n;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    dst[i] = src[i];
-}
-
 // Ops::finish_kv_at in one block of kFinishThreads: kv [dim] finished at p (cuda::finish_row:
 // the rmsnorm, rope_dev and kv_act_quant ops' bits) back into kv and, for p >= 0, into ring
-// slot p mod slots (copy_to_slot's).
+// slot p mod slots (nothing for p < 0: its rope dims are NaN).
 __global__ void finish_kv_at_kernel(float* kv, int dim, cuda::FinishArgs f, const int32_t* pos, float* ring,
                                     int slots) {
   extern __shared__ float row[];  // [dim]
@@ -63,15 +54,6 @@ __global__ void decode_index_kernel(const int32_t* pos, int ratio, int window, i
 }
 
 }  // namespace
-
-void CudaOps::copy_to_slot(float* base, const int32_t* pos, int slots, const float* src, size_t n) {
-  DSV4_CHECK(slots > 0, "copy_to_slot: ", slots, " slots");
-  if (n == 0) return;
-  activate();
-  copy_to_slot_kernel<<<cuda::blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_>>>(
-      base, pos, slots, src, static_cast<int64_t>(n));
-  DSV4_CUDA_LAUNCH_CHECK();
-}
 
 void CudaOps::finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
                            const int32_t* pos, KvQuant variant, float* ring, int slots) {

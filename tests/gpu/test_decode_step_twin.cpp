@@ -1,9 +1,10 @@
 // CUDA vs CPU: the device-step ops of a position-independent plain decode step (issue 12,
 // kernels/ops.h "device step"): the *_dev ops against their host-array twins on the same
 // backend (bitwise: the same kernels, only where the position / ids / n_visible come
-// from differs) and against the CPU; decode_index, copy_to_slot and compress_at at many
-// positions, at Flash shapes and the tiny model's; and the tiny model's decode step issues
-// the same calls at every position on CUDA too.
+// from differs) and against the CPU; decode_index and compress_at at many positions, at
+// Flash shapes and the tiny model's; the fused step ops (finish_kv_at, head_rms_rope_dev,
+// rope_hadamard_fp4_dev) bitwise against the op chains they replace; and the tiny model's
+// decode step issues the same calls at every position on CUDA too.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -164,23 +165,10 @@ TEST_CASE("decode_index twin: the CPU rows exactly, at Flash and tiny shapes") {
   }
 }
 
-TEST_CASE("copy_to_slot twin: the row lands in slot p mod slots, nothing else moves") {
-  Backends b;
-  Rng rng(95);
-  const int slots = 128, n = 512;
-  PairF ring = put(b, rng.normals(static_cast<size_t>(slots) * n));
-  for (int64_t p : {0, 1, 127, 128, 4095, 4096, 65535}) {
-    PairF src = put(b, rng.normals(n));
-    PairI pos = position(b, p);
-    for (int s : {kCpu, kGpu}) b.at(s).copy_to_slot(ring[s], pos[s], slots, src[s], n);
-    INFO("position " << p);
-    check_close("copy_to_slot", get(b, ring, kCpu), get(b, ring, kGpu), 0, 0);
-  }
-}
-
-// finish_kv_at at Flash shapes (D 512, rope 64, window 128): on CUDA the bits of the four ops
-// it fuses run one after the other (kv row and ring); against the CPU as those ops' twins.
-TEST_CASE("finish_kv_at twin: rmsnorm, rope_dev, kv_act_quant and copy_to_slot as one op") {
+// finish_kv_at at Flash shapes (D 512, rope 64, window 128): on CUDA the bits of the three ops
+// it fuses run one after the other, then copied to slot p mod 128 (kv row and ring); against
+// the CPU as those ops' twins. Only the slot of p changes in the ring.
+TEST_CASE("finish_kv_at twin: rmsnorm, rope_dev, kv_act_quant and the ring slot as one op") {
   Backends b;
   Rng rng(99);
   Store store;
@@ -199,7 +187,7 @@ TEST_CASE("finish_kv_at twin: rmsnorm, rope_dev, kv_act_quant and copy_to_slot a
       gpu.rmsnorm(chain_kv[kGpu], norm, 1, dim, 1e-6, chain_kv[kGpu]);
       gpu.rope_dev(chain_kv[kGpu], 1, 1, dim, rope, pos[kGpu], false);
       gpu.kv_act_quant(chain_kv[kGpu], 1, dim, rope.rope_dim, variant);
-      gpu.copy_to_slot(chain_ring[kGpu], pos[kGpu], slots, chain_kv[kGpu], dim);
+      gpu.copy(chain_ring[kGpu] + p % slots * dim, chain_kv[kGpu], dim);
       for (int s : {kCpu, kGpu}) b.at(s).finish_kv_at(kv[s], norm, dim, 1e-6, rope, pos[s], variant, ring[s], slots);
       check_bitwise("finish_kv_at kv vs the op chain (cuda)", get(b, chain_kv, kGpu), get(b, kv, kGpu));
       check_bitwise("finish_kv_at ring vs the op chain (cuda)", get(b, chain_ring, kGpu), get(b, ring, kGpu));
@@ -210,8 +198,8 @@ TEST_CASE("finish_kv_at twin: rmsnorm, rope_dev, kv_act_quant and copy_to_slot a
       check_close("finish_kv_at ring", get(b, ring, kCpu), get(b, ring, kGpu), e4m3 ? 5e-2 : 1e-6, e4m3 ? 0.25 : 1e-6);
     }
   }
-  // p = -1 (outside the table): NaN rope dims on CUDA and no ring slot written (as rope_dev
-  // and copy_to_slot); the CPU refuses it by name.
+  // p = -1 (outside the table): NaN rope dims on CUDA (as rope_dev) and no ring slot
+  // written; the CPU refuses it by name.
   PairF kv = put(b, rng.normals(dim)), ring = put(b, rng.normals(static_cast<size_t>(slots) * dim));
   const std::vector<float> ring0 = get(b, ring, kGpu);
   PairI neg = position(b, -1);
@@ -224,9 +212,9 @@ TEST_CASE("finish_kv_at twin: rmsnorm, rope_dev, kv_act_quant and copy_to_slot a
 }
 
 // compress_at over consecutive positions from the same pending rows on both backends: the
-// store rows and the pending rows after each step. On CUDA it must equal, bit for bit, the
-// ops it fuses run on a mirror of the pending rows (copy_to_slot of both rows, then, when a
-// block completes, compress_blocks of that block and the overlap shift by copy), and a
+// store rows and the pending rows after each step. On CUDA it must equal, bit for bit, what
+// it fuses run on a mirror of the pending rows (both rows copied to pending row p mod r,
+// then, when a block completes, compress_blocks of that block and the overlap shift), and a
 // position that completes no block must leave the store untouched.
 void run_compress_at(int ratio, bool rotate, uint64_t seed) {
   Backends b;
@@ -252,8 +240,9 @@ void run_compress_at(int ratio, bool rotate, uint64_t seed) {
     PairF kv = put(b, rng.normals(lc)), score = put(b, rng.normals(lc, 2.0f));
     PairI pos = position(b, p);
     Ops& gpu = *b.gpu;
-    gpu.copy_to_slot(mirror_kv[kGpu] + cur, pos[kGpu], ratio, kv[kGpu], lc);
-    gpu.copy_to_slot(mirror_score[kGpu] + cur, pos[kGpu], ratio, score[kGpu], lc);
+    const size_t slot = cur + static_cast<size_t>(p % ratio) * lc;
+    gpu.copy(mirror_kv[kGpu] + slot, kv[kGpu], lc);
+    gpu.copy(mirror_score[kGpu] + slot, score[kGpu], lc);
     const bool completes = (p + 1) % ratio == 0;
     if (completes) {
       gpu.compress_blocks(c, mirror_kv[kGpu] + cur, mirror_score[kGpu] + cur, 1, c.overlap ? mirror_kv[kGpu] : nullptr,

@@ -152,11 +152,6 @@ class TracingOps final : public ForwardingOps {
     rec("route wt", wt, static_cast<size_t>(rows) * k);
   }
   // The device-step ops: the row they wrote, found from the step position.
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override {
-    inner().copy_to_slot(base, pos, slots, src, n);
-    rec("copy_to_slot", base + (position(pos) % slots) * static_cast<int64_t>(n), n);
-  }
   void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
                     const int32_t* pos, KvQuant v, float* ring, int slots) override {
     inner().finish_kv_at(kv, w, dim, e, r, pos, v, ring, slots);

@@ -163,11 +163,6 @@ class CallRecorder final : public ForwardingOps {
     log("moe", b.gate_weight, x, rows, sel, wt, k, lim, num, out);
     inner().moe(b, x, rows, sel, wt, k, lim, num, out);
   }
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override {
-    log("copy_to_slot", base, pos, slots, src, n);
-    inner().copy_to_slot(base, pos, slots, src, n);
-  }
   void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
                     const int32_t* pos, KvQuant v, float* ring, int slots) override {
     log("finish_kv_at", kv, w, dim, e, r, pos, v, ring, slots);

@@ -64,7 +64,6 @@ inline void check_position_independent_decode(Ops& backend) {
   CHECK(count_op(first, "decode_index") == 7);
   CHECK(count_op(first, "compress_at") == 8);  // layers 2-6: 5 attention + 3 indexer compressors
   CHECK(count_op(first, "finish_kv_at") == 7);  // the window latent of every layer
-  CHECK(count_op(first, "copy_to_slot") == 0);  // inside finish_kv_at and compress_at
   CHECK(count_op(first, "head_rms_rope_dev") == 7);  // q
   CHECK(count_op(first, "rope_hadamard_fp4_dev") == 3);  // the indexer q
   for (const char* fused : {"head_rms", "kv_act_quant", "hadamard_fp4"})
