@@ -6,7 +6,9 @@
 // the CPU reference (kernels/cpu/linear.h cpu_lbf16) at the twin tolerance of
 // tests/gpu/test_linear_twin.cpp, each row bitwise against the same row alone (R-I3), and
 // each U / B variant bitwise against the shipped one (U and B change which loads are in
-// flight, never a row's arithmetic). Variants FMA are the CUDA-core kernels (the chunk
+// flight, never a row's arithmetic; TCi decodes the same bf16 values by integer ops). TC s/2
+// and s*2 halve / double the warps per tile (another K partition: CPU and rows checks
+// only). Variants FMA are the CUDA-core kernels (the chunk
 // kernel NO2 U2 and the persistent kernel at the R / NO of launch_gemv_persist_rows), timed
 // for comparison and checked against the CPU reference alike.
 // usage: dsv4-dev-gemv [reps]
@@ -90,13 +92,20 @@ struct Problem {
   size_t y_size() const { return static_cast<size_t>(kMaxRows) * sh.groups * sh.out; }
 };
 
+// What a variant's output is checked against besides the CPU reference.
+enum class Checks {
+  cpu,          // the CPU reference only (the CUDA-core kernels: another K order)
+  rows,         // + each row against that row alone (a tensor-core K order of its own)
+  rows_shipped  // + bitwise against the shipped tensor-core variant (same arithmetic)
+};
+
 class Bench {
  public:
   Bench(const Problem& p, cudaStream_t s, int reps) : p_(p), s_(s), reps_(reps), sms_(device_sms()) {}
 
   // Launches variant `launch` on `rows` rows and reports its time and checks.
   template <class Launch>
-  void report(const char* variant, int rows, Launch launch, bool tc) {
+  void report(const char* variant, int rows, Launch launch, Checks checks) {
     cuda::GemvArgs a = p_.a;
     a.rows = rows;
     const float us = time_launches([&] { launch(a); }, reps_, s_);
@@ -107,11 +116,12 @@ class Bench {
     std::printf("%-10s [%6lld, %5lld] x%d rows %d %-9s %8.2f us %6.2f TB/s  cpu rel_l2 %.1e max_norm %.1e %s",
                 p_.sh.name, static_cast<long long>(p_.sh.out), static_cast<long long>(p_.sh.in), p_.sh.groups,
                 rows, variant, us, mb / us, c.rel_l2, c.max_norm, c.ok() ? "ok" : "OVER-TOLERANCE");
-    if (tc) {
+    if (checks == Checks::rows_shipped) {
       if (shipped_.empty()) shipped_ = got;
       else std::printf(" %s", same(shipped_, got) ? "=shipped" : "DIFFERS-FROM-SHIPPED");
-      std::printf(" %s", rows_match_single(a, launch, got) ? "rows=single" : "ROWS-DIFFER-FROM-SINGLE");
     }
+    if (checks != Checks::cpu)
+      std::printf(" %s", rows_match_single(a, launch, got) ? "rows=single" : "ROWS-DIFFER-FROM-SINGLE");
     std::printf("\n");
   }
   // Call first for each row count with the shipped TC variant.
@@ -201,16 +211,38 @@ void free_problem(const Problem& p) {
   DSV4_CUDA_CHECK(cudaFree(p.a.y));
 }
 
-void tc_splits(const Problem& p, int sms, cuda::GemvArgs& a) {
-  a.splits = cuda::gemv_tc_splits((a.n_out + cuda::kTcRows - 1) / cuda::kTcRows * p.sh.groups, a.k_in / cuda::kTcK, sms);
+int tc_splits(const Problem& p, int sms) {
+  return cuda::gemv_tc_splits((p.sh.out + cuda::kTcRows - 1) / cuda::kTcRows * p.sh.groups, p.sh.in / cuda::kTcK,
+                              sms);
 }
+void tc_splits(const Problem& p, int sms, cuda::GemvArgs& a) { a.splits = tc_splits(p, sms); }
 
-// The register-pipelined kernel, U runs ahead, B blocks per SM.
-template <int U, int B>
-auto tc(const Problem& p, int sms, cudaStream_t s) {
-  return [&p, sms, s](cuda::GemvArgs a) {
-    tc_splits(p, sms, a);
-    cuda::launch_gemv_tc<cuda::TcFp8Run, 1, U, B>(cuda::TcFp8Run{p.w}, a, p.sh.groups, sms, s);
+// The shipped run decoder with the f16 -> bf16 step in integer ops: ((h & 0x7fff) >> 3) |
+// sign is bf16(v * 2^-112) (f16 exponent bias 15, bf16 127; e4m3 values are normal f16 or
+// zero), then one exact bf16 multiply by 2^112. Same bf16 values (but NaN codes turn
+// finite): measures whether the f16 -> f32 -> bf16 conversions bound the kernel.
+struct TcFp8RunInt : cuda::TcFp8Run {
+  __device__ void pairs(const uint4 (&q)[kLoads], int s, uint32_t (&p)[2]) const {
+    const uint32_t words[8] = {q[0].x, q[0].y, q[0].z, q[0].w, q[1].x, q[1].y, q[1].z, q[1].w};
+    const __nv_bfloat162 two112 = cuda::pair(0x77807780u);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const auto codes = static_cast<__nv_fp8x2_storage_t>(words[s] >> (16 * i));
+      const uint32_t h = __nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3).x |
+                         (uint32_t{__nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3).y} << 16);
+      p[i] = cuda::bits(__hmul2(cuda::pair(((h & 0x7FFF7FFFu) >> 3) | (h & 0x80008000u)), two112));
+    }
+  }
+};
+
+// The register-pipelined kernel, U runs ahead, B blocks per SM, decoder C, splits x scale.
+template <int U, int B, class C = cuda::TcFp8Run>
+auto tc(const Problem& p, int sms, cudaStream_t s, double split_scale = 1.0) {
+  return [&p, sms, s, split_scale](cuda::GemvArgs a) {
+    a.splits = std::clamp(static_cast<int>(tc_splits(p, sms) * split_scale), 1, cuda::kGemvWarps);
+    C c;
+    c.w = p.w;
+    cuda::launch_gemv_tc<C, 1, U, B>(c, a, p.sh.groups, sms, s);
   };
 }
 
@@ -241,24 +273,28 @@ int run_all(int argc, char** argv) {
     const int groups = sh.groups;
     const int64_t chunks = groups * sh.out * (sh.in / cuda::Fp8Chunks::kVec);
     auto fma_split = [&](cuda::GemvArgs& a) { a.splits = cuda::gemv_splits(a.n_out * groups, a.k_in / 16, sms); };
+    std::printf("%s: tensor-core splits %d (x0.5 / x2 variants: TC s/2, TC s*2)\n", sh.name, tc_splits(p, sms));
     for (int rows : {1, 2, 4, 8}) {
       b.reset();
-      b.report("TC U1 B2", rows, tc<1, 2>(p, sms, s), true);
-      b.report("TC U2 B1", rows, tc<2, 1>(p, sms, s), true);
-      b.report("TC U1 B1", rows, tc<1, 1>(p, sms, s), true);
-      b.report("TCA S3 B2", rows, tc_async<3, 2>(p, sms, s), true);
-      b.report("TCA S4 B2", rows, tc_async<4, 2>(p, sms, s), true);
-      b.report("TCA S6 B1", rows, tc_async<6, 1>(p, sms, s), true);
-      b.report("TCA S3 B3", rows, tc_async<3, 3>(p, sms, s), true);
+      b.report("TC U1 B2", rows, tc<1, 2>(p, sms, s), Checks::rows_shipped);
+      b.report("TC U2 B1", rows, tc<2, 1>(p, sms, s), Checks::rows_shipped);
+      b.report("TC U1 B1", rows, tc<1, 1>(p, sms, s), Checks::rows_shipped);
+      b.report("TCi U1 B2", rows, tc<1, 2, TcFp8RunInt>(p, sms, s), Checks::rows_shipped);
+      b.report("TCA S3 B2", rows, tc_async<3, 2>(p, sms, s), Checks::rows_shipped);
+      b.report("TCA S4 B2", rows, tc_async<4, 2>(p, sms, s), Checks::rows_shipped);
+      b.report("TCA S6 B1", rows, tc_async<6, 1>(p, sms, s), Checks::rows_shipped);
+      b.report("TCA S3 B3", rows, tc_async<3, 3>(p, sms, s), Checks::rows_shipped);
+      b.report("TC s/2", rows, tc<1, 2>(p, sms, s, 0.5), Checks::rows);
+      b.report("TC s*2", rows, tc<1, 2>(p, sms, s, 2.0), Checks::rows);
       b.report("FMA chunk", rows, [&](cuda::GemvArgs a) {
         fma_split(a);
         cuda::launch_gemv_chunks(c, a, groups, s);
-      }, false);
+      }, Checks::cpu);
       if (chunks >= cuda::kPersistMinChunks)
         b.report("FMA pers", rows, [&](cuda::GemvArgs a) {
           fma_split(a);
           cuda::launch_gemv_persist_rows(c, a, groups, chunks, sms, s);
-        }, false);
+        }, Checks::cpu);
     }
     free_problem(p);
   }
