@@ -261,7 +261,7 @@ int run_all(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 200;
   const Shape shapes[] = {{"wq_a", 1024, 4096, 1},      {"wq_b", 32768, 1024, 1},     {"wkv", 512, 4096, 1},
                           {"wo_a", 1024, 4096, 8},      {"wo_b", 4096, 8192, 1},      {"shared_w1", 2048, 4096, 1},
-                          {"shared_w2", 4096, 2048, 1}};
+                          {"shared_w2", 4096, 2048, 1}, {"idx_wq_b", 8192, 1024, 1}};
   cudaStream_t s;
   DSV4_CUDA_CHECK(cudaStreamCreate(&s));
   std::mt19937 gen(7);
