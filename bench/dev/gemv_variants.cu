@@ -224,13 +224,13 @@ void tc_splits(const Problem& p, int sms, cuda::GemvArgs& a) { a.splits = tc_spl
 struct TcFp8RunInt : cuda::TcFp8Run {
   __device__ void pairs(const uint4 (&q)[kLoads], int s, uint32_t (&p)[2]) const {
     const uint32_t words[8] = {q[0].x, q[0].y, q[0].z, q[0].w, q[1].x, q[1].y, q[1].z, q[1].w};
-    const __nv_bfloat162 two112 = cuda::pair(0x77807780u);
+    const __nv_bfloat162 two112 = cuda::bf16x2_of(0x77807780u);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const auto codes = static_cast<__nv_fp8x2_storage_t>(words[s] >> (16 * i));
       const uint32_t h = __nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3).x |
                          (uint32_t{__nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3).y} << 16);
-      p[i] = cuda::bits(__hmul2(cuda::pair(((h & 0x7FFF7FFFu) >> 3) | (h & 0x80008000u)), two112));
+      p[i] = cuda::bf16x2_bits(__hmul2(cuda::bf16x2_of(((h & 0x7FFF7FFFu) >> 3) | (h & 0x80008000u)), two112));
     }
   }
 };

@@ -7,7 +7,7 @@
 // block): lane t takes the 32-element run at k0 = 128 kb + 32 t, and mma step s (0..7) puts
 // its elements k0 + 4s .. k0 + 4s + 3 in the k-slots {2t, 2t+1, 2t+8, 2t+9}, the same ones in
 // A and B (any bijection of k inside a step is an order of the sum). Weights are decoded
-// exactly to bf16 (TcFp8Run); x as P exact bf16 planes (mma_bf16.cuh split_planes: 1 for
+// exactly to bf16 (TcFp8Run); x as P exact bf16 planes (mma_bf16.cuh bf16x2_planes: 1 for
 // bf16-rounded x, 3 for f32), so every product is the CPU reference's product. Per k-block
 // the 8 steps chain in one mma accumulator from zero; the block's sum is scaled by its
 // power-of-two block scale and added (fmaf) to the warp's running sum, k-blocks in
@@ -62,7 +62,7 @@ struct TcFp8Run {
       const auto codes = static_cast<__nv_fp8x2_storage_t>(words[s] >> (16 * i));
       const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3)));
       uint32_t b[1];
-      split_planes<1>(v.x, v.y, b);
+      bf16x2_planes<1>(v.x, v.y, b);
       p[i] = b[0];
     }
   }
@@ -111,14 +111,14 @@ __device__ inline void tc_block(const C& w, const GemvArgs& a, const TcLane& L, 
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (x) v = *reinterpret_cast<const float4*>(x + 4 * s);
     uint32_t b0[P], b1[P];
-    split_planes<P>(v.x, v.y, b0);
-    split_planes<P>(v.z, v.w, b1);
+    bf16x2_planes<P>(v.x, v.y, b0);
+    bf16x2_planes<P>(v.z, v.w, b1);
     uint32_t p0[2], p1[2];
     w.pairs(w0, s, p0);
     w.pairs(w1, s, p1);
     const uint32_t frag[4] = {p0[0], p1[0], p0[1], p1[1]};
 #pragma unroll
-    for (int p = 0; p < P; ++p) mma_bf16(d, frag, b0[p], b1[p]);
+    for (int p = 0; p < P; ++p) mma_m16n8k16_bf16(d, frag, b0[p], b1[p]);
   }
   acc[0] = fmaf(d[0], s_lo, acc[0]);
   acc[1] = fmaf(d[1], s_lo, acc[1]);
