@@ -278,10 +278,10 @@ int run_all(int argc, char** argv) {
       b.reset();
       b.report("TC U1 B2", rows, tc<1, 2>(p, sms, s), Checks::rows_shipped);
       b.report("TC U2 B1", rows, tc<2, 1>(p, sms, s), Checks::rows_shipped);
-      b.report("TC U1 B1", rows, tc<1, 1>(p, sms, s), Checks::rows_shipped);
       b.report("TCi U1 B2", rows, tc<1, 2, TcFp8RunInt>(p, sms, s), Checks::rows_shipped);
       b.report("TCA S3 B2", rows, tc_async<3, 2>(p, sms, s), Checks::rows_shipped);
       b.report("TCA S4 B2", rows, tc_async<4, 2>(p, sms, s), Checks::rows_shipped);
+      b.report("TCA S5 B2", rows, tc_async<5, 2>(p, sms, s), Checks::rows_shipped);
       b.report("TCA S6 B1", rows, tc_async<6, 1>(p, sms, s), Checks::rows_shipped);
       b.report("TCA S3 B3", rows, tc_async<3, 3>(p, sms, s), Checks::rows_shipped);
       b.report("TC s/2", rows, tc<1, 2>(p, sms, s, 0.5), Checks::rows);
