@@ -246,12 +246,14 @@ auto tc(const Problem& p, int sms, cudaStream_t s, double split_scale = 1.0) {
   };
 }
 
-// The cp.async-staged kernel, S stages, B blocks per SM.
-template <int S, int B>
+// The cp.async-staged kernel, S stages, B blocks per SM, decoder C.
+template <int S, int B, class C = cuda::TcFp8Run>
 auto tc_async(const Problem& p, int sms, cudaStream_t s) {
   return [&p, sms, s](cuda::GemvArgs a) {
     tc_splits(p, sms, a);
-    cuda::launch_gemv_tc_async<cuda::TcFp8Run, 1, S, B>(cuda::TcFp8Run{p.w}, a, p.sh.groups, sms, s);
+    C c;
+    c.w = p.w;
+    cuda::launch_gemv_tc_async<C, 1, S, B>(c, a, p.sh.groups, sms, s);
   };
 }
 
@@ -284,6 +286,7 @@ int run_all(int argc, char** argv) {
       b.report("TCA S5 B2", rows, tc_async<5, 2>(p, sms, s), Checks::rows_shipped);
       b.report("TCA S6 B1", rows, tc_async<6, 1>(p, sms, s), Checks::rows_shipped);
       b.report("TCA S3 B3", rows, tc_async<3, 3>(p, sms, s), Checks::rows_shipped);
+      b.report("TCAi S4 B2", rows, tc_async<4, 2, TcFp8RunInt>(p, sms, s), Checks::rows_shipped);
       b.report("TC s/2", rows, tc<1, 2>(p, sms, s, 0.5), Checks::rows);
       b.report("TC s*2", rows, tc<1, 2>(p, sms, s, 2.0), Checks::rows);
       b.report("FMA chunk", rows, [&](cuda::GemvArgs a) {
