@@ -85,6 +85,9 @@ class ForwardingOps : public Ops {
   void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool a, float* y) override {
     in_.linear_bf16_gemm(w, x, rows, a, y);
   }
+  void linear_island_gemm(const TensorView& w, const float* x, int rows, float* y) override {
+    in_.linear_island_gemm(w, x, rows, y);
+  }
   void grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
                          float* og) override {
     in_.grouped_wo_a_gemm(w, o, rows, g, a, og);

@@ -176,6 +176,12 @@ class Ops {
                                 float* y) = 0;
   virtual void grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                                  bool act_bf16, float* og) = 0;
+  // linear_island for a prefill's rows (the compressors' raw projections). cuda: a BF16
+  // weight as the bf16 GEMM with x split exactly into three bf16 terms (every product the
+  // island's f32 product, f32 sums in another order: law 2's tolerance); an F32-stored
+  // weight (CHECKPOINT.md C12) by the island GEMV, as a GEMM would round it. cpu:
+  // linear_island.
+  virtual void linear_island_gemm(const TensorView& w, const float* x, int rows, float* y) = 0;
 
   // ---- compressor, indexer, attention ----
   // §4.16 steps 3-6 for n_blocks consecutive blocks. Rows have width Lc = c.latent().

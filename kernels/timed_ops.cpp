@@ -148,6 +148,9 @@ void TimedOps::linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, boo
 void TimedOps::linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool a, float* y) {
   timed("linear_bf16_gemm " + weight_class(w.name), [&] { inner().linear_bf16_gemm(w, x, rows, a, y); });
 }
+void TimedOps::linear_island_gemm(const TensorView& w, const float* x, int rows, float* y) {
+  timed("linear_island_gemm " + weight_class(w.name), [&] { inner().linear_island_gemm(w, x, rows, y); });
+}
 void TimedOps::grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
                                  float* og) {
   timed("grouped_wo_a_gemm " + weight_class(w.weight.name),

@@ -72,6 +72,7 @@ class TimedOps : public ForwardingOps {
   void grouped_wo_a(const Fp8Linear& w, const float* o, int rows, int g, bool a, float* og) override;
   void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool a, float* y) override;
   void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool a, float* y) override;
+  void linear_island_gemm(const TensorView& w, const float* x, int rows, float* y) override;
   void grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
                          float* og) override;
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* sc, int nb,

@@ -98,6 +98,10 @@ class TracingOps final : public ForwardingOps {
     inner().linear_bf16_gemm(w, x, rows, a, y);
     rec("linear_bf16_gemm " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
   }
+  void linear_island_gemm(const TensorView& w, const float* x, int rows, float* y) override {
+    inner().linear_island_gemm(w, x, rows, y);
+    rec("linear_island_gemm " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
+  }
   void grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
                          float* og) override {
     inner().grouped_wo_a_gemm(w, o, rows, g, a, og);
