@@ -1,16 +1,14 @@
-// dsv4-dev-gemv: the FP8 GEMV of kernels/cuda/linear.cuh in numbered variants (llm.c
-// dev/cuda style) at the Flash decode shapes, 1, 2, 4 and 8 rows. Variants TC are the
-// tensor-core kernel (gemv_tc_kernel: k-block runs ahead U x minimum resident blocks B;
-// shipped: U1 B2, what CudaOps launches for weights of 8 MiB and more), TCA its cp.async
-// form (gemv_tc_async_kernel: S shared-memory stages per warp x B), validated against
-// the CPU reference (kernels/cpu/linear.h cpu_lbf16) at the twin tolerance of
-// tests/gpu/test_linear_twin.cpp, each row bitwise against the same row alone (R-I3), and
-// each U / B variant bitwise against the shipped one (U and B change which loads are in
-// flight, never a row's arithmetic; TCi decodes the same bf16 values by integer ops). TC s/2
-// and s*2 halve / double the warps per tile (another K partition: CPU and rows checks
-// only). Variants FMA are the CUDA-core kernels (the chunk
-// kernel NO2 U2 and the persistent kernel at the R / NO of launch_gemv_persist_rows), timed
-// for comparison and checked against the CPU reference alike.
+// dsv4-dev-gemv: the FP8 GEMV of kernels/cuda/gemv_tc.cuh (tensor cores) and linear.cuh
+// (CUDA cores) in variants (llm.c dev/cuda style) at the Flash decode shapes, 1, 2, 4 and 8
+// rows. TC is the shipped tensor-core launch (launch_gemv_tc_auto: splits, runs ahead U and
+// blocks per SM B from the shape), TC U1 B2 / U2 B1 the kernel at fixed U / B, TCnoL1 the
+// shipped launch with L1::no_allocate weight loads: they change which loads are in flight,
+// never a row's arithmetic, so each must be bitwise equal to TC. TC s/2 and s*2 halve /
+// double the warps per tile (another K partition). Every variant is validated against the
+// CPU reference (kernels/cpu/linear.h cpu_lbf16) at the twin tolerance of
+// tests/gpu/test_linear_twin.cpp, and the tensor-core ones row by row against the same row
+// alone (R-I3). FMA are the CUDA-core kernels (the chunk kernel NO2 U2 and the persistent
+// kernel at the R / NO of launch_gemv_persist_rows), for comparison.
 // usage: dsv4-dev-gemv [reps]
 #include <cuda_runtime.h>
 
@@ -215,45 +213,40 @@ int tc_splits(const Problem& p, int sms) {
   return cuda::gemv_tc_splits((p.sh.out + cuda::kTcRows - 1) / cuda::kTcRows * p.sh.groups, p.sh.in / cuda::kTcK,
                               sms);
 }
-void tc_splits(const Problem& p, int sms, cuda::GemvArgs& a) { a.splits = tc_splits(p, sms); }
 
-// The shipped run decoder with the f16 -> bf16 step in integer ops: ((h & 0x7fff) >> 3) |
-// sign is bf16(v * 2^-112) (f16 exponent bias 15, bf16 127; e4m3 values are normal f16 or
-// zero), then one exact bf16 multiply by 2^112. Same bf16 values (but NaN codes turn
-// finite): measures whether the f16 -> f32 -> bf16 conversions bound the kernel.
-struct TcFp8RunInt : cuda::TcFp8Run {
-  __device__ void pairs(const uint4 (&q)[kLoads], int s, uint32_t (&p)[2]) const {
-    const uint32_t words[8] = {q[0].x, q[0].y, q[0].z, q[0].w, q[1].x, q[1].y, q[1].z, q[1].w};
-    const __nv_bfloat162 two112 = cuda::bf16x2_of(0x77807780u);
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const auto codes = static_cast<__nv_fp8x2_storage_t>(words[s] >> (16 * i));
-      const uint32_t h = __nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3).x |
-                         (uint32_t{__nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3).y} << 16);
-      p[i] = cuda::bf16x2_bits(__hmul2(cuda::bf16x2_of(((h & 0x7FFF7FFFu) >> 3) | (h & 0x80008000u)), two112));
-    }
+// The shipped decoder with its weight loads marked L1::no_allocate, so the streamed weights
+// do not evict the x rows every warp re-reads (PTX ISA "ld", eviction priority): does x's
+// traffic make 8 rows cost twice one row?
+struct TcFp8RunNoL1 : cuda::TcFp8Run {
+  __device__ static uint4 stream_load(const void* p) {
+    uint4 q;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w)
+        : "l"(p));
+    return q;
+  }
+  __device__ void load(int64_t r, int64_t k0, uint4 (&q)[kLoads]) const {
+    q[0] = stream_load(run(r, k0));
+    q[1] = stream_load(run(r, k0) + 16);
   }
 };
 
-// The register-pipelined kernel, U runs ahead, B blocks per SM, decoder C, splits x scale.
-template <int U, int B, class C = cuda::TcFp8Run>
-auto tc(const Problem& p, int sms, cudaStream_t s, double split_scale = 1.0) {
-  return [&p, sms, s, split_scale](cuda::GemvArgs a) {
-    a.splits = std::clamp(static_cast<int>(tc_splits(p, sms) * split_scale), 1, cuda::kGemvWarps);
+// The shipped launch (splits, U and B from the shape) with decoder C.
+template <class C = cuda::TcFp8Run>
+auto tc_shipped(const Problem& p, int sms, cudaStream_t s) {
+  return [&p, sms, s](cuda::GemvArgs a) {
     C c;
     c.w = p.w;
-    cuda::launch_gemv_tc<C, 1, U, B>(c, a, p.sh.groups, sms, s);
+    cuda::launch_gemv_tc_auto<C, 1>(c, a, p.sh.groups, sms, s);
   };
 }
 
-// The cp.async-staged kernel, S stages, B blocks per SM, decoder C.
-template <int S, int B, class C = cuda::TcFp8Run>
-auto tc_async(const Problem& p, int sms, cudaStream_t s) {
-  return [&p, sms, s](cuda::GemvArgs a) {
-    tc_splits(p, sms, a);
-    C c;
-    c.w = p.w;
-    cuda::launch_gemv_tc_async<C, 1, S, B>(c, a, p.sh.groups, sms, s);
+// The kernel at U runs ahead, B blocks per SM, the shipped splits x split_scale.
+template <int U, int B>
+auto tc(const Problem& p, int sms, cudaStream_t s, double split_scale = 1.0) {
+  return [&p, sms, s, split_scale](cuda::GemvArgs a) {
+    a.splits = std::clamp(static_cast<int>(tc_splits(p, sms) * split_scale), 1, cuda::kGemvWarps);
+    cuda::launch_gemv_tc<cuda::TcFp8Run, 1, U, B>(cuda::TcFp8Run{p.w}, a, p.sh.groups, sms, s);
   };
 }
 
@@ -279,15 +272,10 @@ int run_all(int argc, char** argv) {
     std::printf("%s: tensor-core splits %d (x0.5 / x2 variants: TC s/2, TC s*2)\n", sh.name, tc_splits(p, sms));
     for (int rows : {1, 2, 4, 8}) {
       b.reset();
+      b.report("TC", rows, tc_shipped(p, sms, s), Checks::rows_shipped);
       b.report("TC U1 B2", rows, tc<1, 2>(p, sms, s), Checks::rows_shipped);
       b.report("TC U2 B1", rows, tc<2, 1>(p, sms, s), Checks::rows_shipped);
-      b.report("TCi U1 B2", rows, tc<1, 2, TcFp8RunInt>(p, sms, s), Checks::rows_shipped);
-      b.report("TCA S3 B2", rows, tc_async<3, 2>(p, sms, s), Checks::rows_shipped);
-      b.report("TCA S4 B2", rows, tc_async<4, 2>(p, sms, s), Checks::rows_shipped);
-      b.report("TCA S5 B2", rows, tc_async<5, 2>(p, sms, s), Checks::rows_shipped);
-      b.report("TCA S6 B1", rows, tc_async<6, 1>(p, sms, s), Checks::rows_shipped);
-      b.report("TCA S3 B3", rows, tc_async<3, 3>(p, sms, s), Checks::rows_shipped);
-      b.report("TCAi S4 B2", rows, tc_async<4, 2, TcFp8RunInt>(p, sms, s), Checks::rows_shipped);
+      b.report("TCnoL1", rows, tc_shipped<TcFp8RunNoL1>(p, sms, s), Checks::rows_shipped);
       b.report("TC s/2", rows, tc<1, 2>(p, sms, s, 0.5), Checks::rows);
       b.report("TC s*2", rows, tc<1, 2>(p, sms, s, 2.0), Checks::rows);
       b.report("FMA chunk", rows, [&](cuda::GemvArgs a) {

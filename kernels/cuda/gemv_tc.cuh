@@ -16,13 +16,14 @@
 // that column of B alone and `splits` on the shape and the device, never on the rows, so a
 // row of a T-row call is bit-identical to the row alone (SPECDECODE.md §6.3 R-I3).
 // Streaming: resident blocks walk the tile sets, and a lane loads its next U k-block runs
-// (of the same tile or of the tile it takes next) before it uses the current ones
-// (gemv_tc_kernel, registers), or keeps S - 1 runs in flight through shared memory
-// (gemv_tc_async_kernel, cp.async; a dsv4-dev-gemv variant).
+// (of the same tile or of the tile it takes next) before it uses the current ones.
+// dsv4-dev-gemv on an H200 (2026-12-01, session 4): the 33.6 MB matrices at 1 / 8 rows in
+// 12.9-13.4 / 25.3-25.5 us (the CUDA-core persistent kernel 15.4-16.2 / 87-99 us); a
+// cp.async ring in shared memory (S = 3..6 stages) was slower (22-25 us at 1 row), and so
+// was an integer f16 -> bf16 step (the conversions do not bound it).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-#include <cuda_pipeline_primitives.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -37,7 +38,10 @@ namespace dsv4::cuda {
 constexpr int kTcRows = 16;  // weight rows per tile: the m16 of the mma
 constexpr int kTcCols = 8;   // x rows per tile: the n8
 constexpr int kTcK = 128;    // k per warp step: 4 lanes x a 32-element run (one FP8 128-block)
-constexpr int kTcAhead = 1, kTcBlocks = 2;  // k-block runs in flight per lane, blocks per SM
+// Runs ahead per lane U x resident blocks per SM B (dsv4-dev-gemv): U1 B2 where the tile
+// warps fill the machine, U2 B1 (twice the bytes in flight per warp, 162 registers) where
+// fewer than half of its warps have a tile (the shared expert's w1 / w3: 128 tiles).
+constexpr int kTcBlocks = 2;
 
 // A lane's 32-element FP8 run of a weight row, W(r, k0 .. k0 + 32) (CHECKPOINT.md §3.4).
 struct TcFp8Run {
@@ -189,65 +193,15 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_tc_kernel(C w, G
   }
 }
 
-// The runs staged in shared memory by cp.async, S stages per warp, so S - 1 k-block runs
-// per lane are in flight without holding registers. Each lane reads back only what it
-// copied itself (its own completed groups: no barrier). Same arithmetic as gemv_tc_kernel.
-template <class C, int P, int S, int MinBlocks>
-__global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_tc_async_kernel(C w, GemvArgs a) {
-  constexpr int kPieces = 2 * C::kLoads;  // 16-byte pieces per lane and stage
-  extern __shared__ uint4 ring[];         // [warp][stage][piece][lane]
-  __shared__ float part[kGemvWarps][4][kWarp];
-  const TcLane L(a);
-  uint4* mine = ring + int64_t{L.warp} * S * kPieces * kWarp + L.lane;  // piece j of stage st: [(st*kPieces+j)*kWarp]
-  // The copy walk: the warp's (tile, k-block) items in the order they are used.
-  int64_t ptile = L.first_set() + L.set, pkb = L.split;
-  auto issue = [&](int st) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t n = ptile * kTcRows + L.g + 8 * h;
-      const bool valid = n < a.n_out;  // else zeros (a tile past the end, rows past n_out)
-      const uint8_t* src = w.run(valid ? L.wrow + n : L.wrow, valid ? pkb * kTcK + 32 * L.t : 0);
-#pragma unroll
-      for (int i = 0; i < C::kLoads; ++i)
-        __pipeline_memcpy_async(mine + (st * kPieces + h * C::kLoads + i) * kWarp, src + 16 * i, 16, valid ? 0 : 16);
-    }
-    __pipeline_commit();
-    pkb += L.splits;
-    if (pkb >= L.kblocks) {
-      pkb = L.split;
-      ptile += L.step;
-    }
-  };
-#pragma unroll
-  for (int st = 0; st < S - 1; ++st) issue(st);
-  int stage = 0;
-  for (int64_t sb = L.first_set(); sb < L.tiles; sb += L.step) {  // block-uniform
-    const int64_t n0 = (sb + L.set) * kTcRows;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t kb = L.split; kb < L.kblocks; kb += L.splits) {
-      __pipeline_wait_prior(S - 2);  // this item's group has landed
-      uint4 w0[C::kLoads], w1[C::kLoads];
-#pragma unroll
-      for (int i = 0; i < C::kLoads; ++i) {
-        w0[i] = mine[(stage * kPieces + i) * kWarp];
-        w1[i] = mine[(stage * kPieces + C::kLoads + i) * kWarp];
-      }
-      issue(stage == 0 ? S - 1 : stage - 1);  // the stage read by the previous item
-      tc_block<C, P>(w, a, L, n0, kb, w0, w1, acc);
-      stage = stage == S - 1 ? 0 : stage + 1;
-    }
-    tc_store(acc, part, L, n0, a);
-  }
-  __pipeline_wait_prior(0);  // the walk's copies past the last item
-}
-
-// Warps per tile, `tiles` tiles (all groups) of `kblocks` k-blocks: double while the
-// machine (sm_count SMs x kTcBlocks blocks of kGemvWarps warps) is not filled and every
-// warp keeps at least 4 k-blocks of a tile. Shape and device only (R-I3).
+// Warps per tile, `tiles` tiles (all groups) of `kblocks` k-blocks: the most (a power of
+// two <= kGemvWarps, each warp keeping >= 2 k-blocks) whose tile warps fit in one wave of
+// the machine (sm_count SMs x kTcBlocks blocks x kGemvWarps warps): dsv4-dev-gemv's best
+// at every Flash shape (wq_b 1, wo_a 4, wo_b / shared 8, the indexer's wq_b 4). Shape and
+// device only (R-I3).
 inline int gemv_tc_splits(int64_t tiles, int64_t kblocks, int sm_count) {
   const int64_t fill_warps = int64_t{sm_count} * kTcBlocks * kGemvWarps;
   int s = 1;
-  while (s < kGemvWarps && tiles * s < fill_warps && kblocks >= int64_t{4} * (2 * s)) s *= 2;
+  while (s < kGemvWarps && tiles * (2 * s) <= fill_warps && kblocks >= int64_t{2} * (2 * s)) s *= 2;
   return s;
 }
 
@@ -258,22 +212,10 @@ inline bool tc_layout(const Fp8W& w, const GemvArgs& a) {
          a.x_group % 4 == 0;
 }
 
-// `kernel` (a gemv_tc kernel, a.splits set, `smem` dynamic bytes) on as many blocks as are
-// resident at once on a device of `sm_count` multiprocessors (per_sm each), at most one per
-// tile set; grid.y the row blocks of 8, grid.z the groups.
-template <class C>
-void launch_tc(void (*kernel)(C, GemvArgs), int per_sm, size_t smem, const C& c, const GemvArgs& a, int groups,
-               int sm_count, cudaStream_t stream) {
-  const int64_t tiles = (a.n_out + kTcRows - 1) / kTcRows, per_block = kGemvWarps / a.splits;
-  const int64_t need = (tiles + per_block - 1) / per_block;
-  const unsigned gy = static_cast<unsigned>((a.rows + kTcCols - 1) / kTcCols);
-  const int64_t resident = std::max<int64_t>(1, int64_t{sm_count} * per_sm / (int64_t{groups} * gy));
-  const unsigned gx = static_cast<unsigned>(std::min(need, resident));
-  kernel<<<dim3(gx, gy, groups), kGemvThreads, smem, stream>>>(c, a);
-  DSV4_CUDA_LAUNCH_CHECK();
-}
-
-template <class C, int P, int U = kTcAhead, int MinBlocks = kTcBlocks>
+// gemv_tc_kernel<C, P, U, MinBlocks> with a.splits set: as many blocks as are resident at
+// once on a device of `sm_count` multiprocessors, at most one per tile set; grid.y the row
+// blocks of 8, grid.z the groups.
+template <class C, int P, int U, int MinBlocks>
 void launch_gemv_tc(const C& c, const GemvArgs& a, int groups, int sm_count, cudaStream_t stream) {
   static const int per_sm = [] {
     int n = 0;
@@ -281,21 +223,25 @@ void launch_gemv_tc(const C& c, const GemvArgs& a, int groups, int sm_count, cud
                                                                   kGemvThreads, 0));
     return n;
   }();
-  launch_tc(gemv_tc_kernel<C, P, U, MinBlocks>, per_sm, 0, c, a, groups, sm_count, stream);
+  const int64_t tiles = (a.n_out + kTcRows - 1) / kTcRows, per_block = kGemvWarps / a.splits;
+  const int64_t need = (tiles + per_block - 1) / per_block;
+  const unsigned gy = static_cast<unsigned>((a.rows + kTcCols - 1) / kTcCols);
+  const int64_t resident = std::max<int64_t>(1, int64_t{sm_count} * per_sm / (int64_t{groups} * gy));
+  const unsigned gx = static_cast<unsigned>(std::min(need, resident));
+  gemv_tc_kernel<C, P, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
+  DSV4_CUDA_LAUNCH_CHECK();
 }
 
-template <class C, int P, int S, int MinBlocks>
-void launch_gemv_tc_async(const C& c, const GemvArgs& a, int groups, int sm_count, cudaStream_t stream) {
-  constexpr size_t smem = size_t{kGemvWarps} * S * 2 * C::kLoads * kWarp * sizeof(uint4);
-  static const int per_sm = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(gemv_tc_async_kernel<C, P, S, MinBlocks>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    int n = 0;
-    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemv_tc_async_kernel<C, P, S, MinBlocks>,
-                                                                  kGemvThreads, smem));
-    return n;
-  }();
-  launch_tc(gemv_tc_async_kernel<C, P, S, MinBlocks>, per_sm, smem, c, a, groups, sm_count, stream);
+// The shipped launch: splits by gemv_tc_splits, U / B by how full the tile warps leave the
+// machine (kTcBlocks above). Shape and device only, so every row count computes alike.
+template <class C, int P>
+void launch_gemv_tc_auto(const C& c, GemvArgs a, int groups, int sm_count, cudaStream_t stream) {
+  const int64_t tiles = (a.n_out + kTcRows - 1) / kTcRows * groups;
+  a.splits = gemv_tc_splits(tiles, a.k_in / kTcK, sm_count);
+  if (tiles * a.splits * 2 <= int64_t{sm_count} * kTcBlocks * kGemvWarps)
+    launch_gemv_tc<C, P, 2, 1>(c, a, groups, sm_count, stream);
+  else
+    launch_gemv_tc<C, P, 1, kTcBlocks>(c, a, groups, sm_count, stream);
 }
 
 }  // namespace dsv4::cuda

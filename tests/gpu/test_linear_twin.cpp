@@ -103,11 +103,12 @@ TEST_CASE("linear_fp8 and grouped_wo_a twins at Flash shapes: split warps, 1..9 
 }
 
 TEST_CASE("linear_fp8 twin on the tensor-core GEMV: 8 to 32 MiB weights at 2, 3, 5, 8 and 9 rows") {
-  // Weights of >= 8 MiB take the tensor-core kernel (linear.cuh, gemv_tc_kernel): 16-row
-  // tiles, up to 8 rows per tile, 1 / 2 / 8 warps per tile (gemv_tc_splits) for the shared
-  // expert [2048, 4096], wq_b [32768, 1024] and wo_b [4096, 8192]; [1000, 8448] has a
-  // partial tile and a partial 128-row scale block. bf16 activations (one bf16 plane) and
-  // f32 ones (three exact planes). Every row must equal its single-row call bit for bit.
+  // Weights of >= 8 MiB take the tensor-core kernel (gemv_tc.cuh): 16-row tiles, up to 8
+  // rows per tile; 8 warps per tile and 2 runs ahead (U2 B1) for the shared expert
+  // [2048, 4096] and [1000, 8448] (a partial tile, a partial 128-row scale block), 1 and 8
+  // warps per tile at U1 B2 for wq_b [32768, 1024] and wo_b [4096, 8192]. bf16 activations
+  // (one bf16 plane) and f32 ones (three exact planes). Every row must equal its
+  // single-row call bit for bit.
   Backends b;
   Rng rng(35);
   Store store;
