@@ -42,6 +42,10 @@ constexpr int kTcK = 128;    // k per warp step: 4 lanes x a 32-element run (one
 // warps fill the machine, U2 B1 (twice the bytes in flight per warp, 162 registers) where
 // fewer than half of its warps have a tile (the shared expert's w1 / w3: 128 tiles).
 constexpr int kTcBlocks = 2;
+// FP8 weights from 8 MiB take this kernel; below it the CUDA-core chunk kernel is faster at
+// one row (dsv4-dev-gemv: wq_a 5.4 against 6.3 us, wkv 4.8 against 6.1), the tensor cores
+// at two rows and more.
+constexpr int64_t kTcMinBytes = int64_t{8} << 20;
 
 // A lane's 32-element FP8 run of a weight row, W(r, k0 .. k0 + 32) (CHECKPOINT.md §3.4).
 struct TcFp8Run {

@@ -413,7 +413,7 @@ void CudaOps::gemv(const W& w, const cuda::GemvArgs& a, int groups) {
   activate();
   if constexpr (std::is_same_v<W, cuda::Fp8W>) {
     // Weights of 8 MiB and more on the tensor cores (a function of the shape: R-I3).
-    if (cuda::tc_layout(w, a) && a.n_out * groups * a.k_in >= cuda::kPersistMinChunks * 16) {
+    if (cuda::tc_layout(w, a) && a.n_out * groups * a.k_in >= cuda::kTcMinBytes) {
       const cuda::TcFp8Run run{w};
       if (a.act_bf16) cuda::launch_gemv_tc_auto<cuda::TcFp8Run, 1>(run, a, groups, sm_count_, stream_);
       else cuda::launch_gemv_tc_auto<cuda::TcFp8Run, 3>(run, a, groups, sm_count_, stream_);
