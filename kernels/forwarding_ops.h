@@ -46,6 +46,14 @@ class ForwardingOps : public Ops {
                 bool inverse) override {
     in_.rope_dev(v, rows, heads, dim, t, pos, inverse);
   }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double e, const RopeTable& t,
+                         const int32_t* pos) override {
+    in_.head_rms_rope_dev(v, rows, heads, dim, e, t, pos);
+  }
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* pos) override {
+    in_.rope_hadamard_fp4_dev(v, rows, heads, dim, t, pos);
+  }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
     in_.kv_act_quant(v, rows, dim, rd, q);
   }
@@ -129,17 +137,18 @@ class ForwardingOps : public Ops {
                 int k, float lim, const Numerics& num, float* out) override {
     in_.moe_gemm(b, x, rows, sel, wt, k, lim, num, out);
   }
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override {
-    in_.copy_to_slot(base, pos, slots, src, n);
+  void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
+                    const int32_t* pos, KvQuant v, float* ring, int slots) override {
+    in_.finish_kv_at(kv, w, dim, e, r, pos, v, ring, slots);
   }
   void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
                     int32_t* nv) override {
     in_.decode_index(pos, ratio, window, tail, idx, nv);
   }
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
-                   const RopeTable& r, double e, const Numerics& num, float* store) override {
-    in_.compress_at(c, pos, pkv, psc, r, e, num, store);
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* kv, const float* sc,
+                   float* pkv, float* psc, const RopeTable& r, double e, const Numerics& num,
+                   float* store) override {
+    in_.compress_at(c, pos, kv, sc, pkv, psc, r, e, num, store);
   }
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override {
     in_.argmax(l, rows, n, out);

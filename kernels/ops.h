@@ -129,6 +129,14 @@ class Ops {
   // rope with positions in backend memory [rows].
   virtual void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                         const int32_t* positions, bool inverse) = 0;
+  // head_rms(v, rows * heads, dim, eps), then rope_dev(v, rows, heads, dim, t, positions,
+  // false), as one op (the decode step's q, §4.13).
+  virtual void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps,
+                                 const RopeTable& t, const int32_t* positions) = 0;
+  // rope_dev(v, rows, heads, dim, t, positions, false), then hadamard_fp4(v, rows * heads,
+  // dim, true), as one op (the decode step's indexer q, §4.18 step 1).
+  virtual void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                                     const int32_t* positions) = 0;
   // §4.8: fake-quant of dims [0, dim - rd) of each row in groups of 64 (variant D1).
   virtual void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) = 0;
   // §4.11 Hadamard (scale dim^-0.5) then, when fp4, §4.10 on each vector, in place.
@@ -239,10 +247,12 @@ class Ops {
                         float* out) = 0;
 
   // ---- device step: plain decode of one row at the position p = *pos (backend) ----
-  // base[(p mod slots) * n + i] = src[i] for i < n (the ring slot of §6.3; the pending
-  // row of §6.4 with base = the block's first pending row and slots = r).
-  virtual void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                            size_t n) = 0;
+  // §4.14 after x wkv^T: the window latent kv [dim] finished in place — rmsnorm(kv, norm, 1,
+  // dim, eps), rope_dev(kv, 1, 1, dim, rope, pos), kv_act_quant(kv, 1, dim, rope.rope_dim,
+  // variant), as one op — then copied to its ring slot ring[(p mod slots) * dim ..] (§6.3).
+  virtual void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps,
+                            const RopeTable& rope, const int32_t* pos, KvQuant variant,
+                            float* ring, int slots) = 0;
   // MODEL.md §4.15 / §4.17 / §4.19 decode row of p at a fixed width window + tail_width:
   // idx[k] = window_decode_row(p, window)[k] for k < window; then, ratio > 4, W + j for
   // the j < (p+1)/ratio completed blocks; every other column -1 (bit-inert pads, §6.8
@@ -250,13 +260,15 @@ class Ops {
   // (null otherwise). tail_width bounds the blocks of every position the caller reaches.
   virtual void decode_index(const int32_t* pos, int ratio, int window, int tail_width,
                             int32_t* idx, int32_t* n_visible) = 0;
-  // §6.4 after p's row is in the pending rows (pend_* [slots, Lc], cur rows at r when
-  // c.overlap, else at 0): when (p+1) mod r == 0, compress_blocks of that one block
-  // (first_block j = p / r, prev = rows [0, r) when c.overlap) into store + j * c.d,
-  // then, when c.overlap, the cur rows move to the prev rows. Otherwise nothing changes.
-  virtual void compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
-                           float* pend_score, const RopeTable& rope, double norm_eps,
-                           const Numerics& num, float* store) = 0;
+  // §6.4 at p: p's raw rows row_kv, row_score [Lc] go to pending row p mod r of the cur rows
+  // of pend_* [slots, Lc] (rows [r, 2r) when c.overlap, else [0, r)); then, when
+  // (p+1) mod r == 0, compress_blocks of that one block (first_block
+  // j = p / r, prev = rows [0, r) when c.overlap) into store + j * c.d, then, when
+  // c.overlap, the cur rows move to the prev rows. Otherwise nothing else changes.
+  virtual void compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
+                           const float* row_score, float* pend_kv, float* pend_score,
+                           const RopeTable& rope, double norm_eps, const Numerics& num,
+                           float* store) = 0;
 
   // ---- head ----
   // out (host [rows]) = argmax per row, ties to the lowest index; -1 if the row has a NaN.

@@ -106,6 +106,14 @@ void TimedOps::rope_dev(float* v, int rows, int heads, int dim, const RopeTable&
                         const int32_t* pos, bool inverse) {
   timed("rope_dev", [&] { inner().rope_dev(v, rows, heads, dim, t, pos, inverse); });
 }
+void TimedOps::head_rms_rope_dev(float* v, int rows, int heads, int dim, double e,
+                                 const RopeTable& t, const int32_t* pos) {
+  timed("head_rms_rope_dev", [&] { inner().head_rms_rope_dev(v, rows, heads, dim, e, t, pos); });
+}
+void TimedOps::rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                                     const int32_t* pos) {
+  timed("rope_hadamard_fp4_dev", [&] { inner().rope_hadamard_fp4_dev(v, rows, heads, dim, t, pos); });
+}
 void TimedOps::kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) {
   timed("kv_act_quant", [&] { inner().kv_act_quant(v, rows, dim, rd, q); });
 }
@@ -198,17 +206,18 @@ void TimedOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const i
                         const float* wt, int k, float lim, const Numerics& num, float* out) {
   timed("moe_gemm", [&] { inner().moe_gemm(b, x, rows, sel, wt, k, lim, num, out); });
 }
-void TimedOps::copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                            size_t n) {
-  timed("copy_to_slot", [&] { inner().copy_to_slot(base, pos, slots, src, n); });
+void TimedOps::finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
+                            const int32_t* pos, KvQuant v, float* ring, int slots) {
+  timed("finish_kv_at", [&] { inner().finish_kv_at(kv, w, dim, e, r, pos, v, ring, slots); });
 }
 void TimedOps::decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
                             int32_t* nv) {
   timed("decode_index", [&] { inner().decode_index(pos, ratio, window, tail, idx, nv); });
 }
-void TimedOps::compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
-                           const RopeTable& r, double e, const Numerics& num, float* store) {
-  timed("compress_at", [&] { inner().compress_at(c, pos, pkv, psc, r, e, num, store); });
+void TimedOps::compress_at(const CompressorWeights& c, const int32_t* pos, const float* kv,
+                           const float* sc, float* pkv, float* psc, const RopeTable& r, double e,
+                           const Numerics& num, float* store) {
+  timed("compress_at", [&] { inner().compress_at(c, pos, kv, sc, pkv, psc, r, e, num, store); });
 }
 void TimedOps::argmax(const float* l, int rows, int64_t n, int32_t* out) {
   timed("argmax", [&] { inner().argmax(l, rows, n, out); });

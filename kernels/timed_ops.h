@@ -57,6 +57,10 @@ class TimedOps : public ForwardingOps {
             bool inverse) override;
   void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
                 bool inverse) override;
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double e, const RopeTable& t,
+                         const int32_t* pos) override;
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* pos) override;
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override;
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
   void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double ne, double he,
@@ -95,12 +99,13 @@ class TimedOps : public ForwardingOps {
            int k, float lim, const Numerics& num, float* out) override;
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                 int k, float lim, const Numerics& num, float* out) override;
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override;
+  void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
+                    const int32_t* pos, KvQuant v, float* ring, int slots) override;
   void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
                     int32_t* nv) override;
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
-                   const RopeTable& r, double e, const Numerics& num, float* store) override;
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* kv, const float* sc,
+                   float* pkv, float* psc, const RopeTable& r, double e, const Numerics& num,
+                   float* store) override;
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override;
 
  private:

@@ -18,10 +18,12 @@ void Layer::decode(LayerContext& ctx, float* h, float* taps) {
 
   attention_front(ctx, h, 1);
   // Step 3: the window latent goes to its ring slot before attention (the query sees
-  // itself); it is built in a fixed row and copied to the slot of p (§6.3).
+  // itself); it is built in a fixed row and copied to the slot of p (§6.3): kv_path's
+  // finishing and the copy as one op.
   float* kv = ws.kv_src.data();
-  kv_path(ctx, 1, kv);
-  ops.copy_to_slot(cache_.kvc.data(), p, cache_.window, kv, c.head_dim);
+  linear(ctx, w_.wkv, ws.x.data(), 1, kv);
+  ops.finish_kv_at(kv, w_.kv_norm, c.head_dim, c.rms_norm_eps, *rope_, p, ctx.num.kv_quant,
+                   cache_.kvc.data(), cache_.window);
   const MergedIndex m = decode_index_shape(w_.ratio, cache_.window, c.index_topk, cache_.cap_blocks);
   ops.decode_index(p, w_.ratio, cache_.window, m.tail_width, ws.idx.data(),
                    cache_.index ? ws.n_visible.data() : nullptr);

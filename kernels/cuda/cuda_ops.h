@@ -78,6 +78,10 @@ class CudaOps final : public Ops {
             const int32_t* positions, bool inverse) override;
   void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                 const int32_t* positions, bool inverse) override;
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                         const int32_t* positions) override;
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* positions) override;
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override;
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
 
@@ -132,13 +136,14 @@ class CudaOps final : public Ops {
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
 
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override;
+  void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
+                    const int32_t* pos, KvQuant variant, float* ring, int slots) override;
   void decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
                     int32_t* n_visible) override;
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
-                   float* pend_score, const RopeTable& rope, double norm_eps,
-                   const Numerics& num, float* store) override;
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
+                   const float* row_score, float* pend_kv, float* pend_score,
+                   const RopeTable& rope, double norm_eps, const Numerics& num,
+                   float* store) override;
 
   void argmax(const float* logits, int rows, int64_t n, int32_t* out) override;
 
@@ -147,11 +152,10 @@ class CudaOps final : public Ops {
 
  private:
   // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
-  // step_block: compress_at's block row and its rope position (issue 12). hc_part: hc_pre's
-  // mix partials, which the Sinkhorn split reads on split_stream_ (its own slot: no other
-  // op may reuse it while the split runs). gemm_*: the prefill GEMMs' bf16 weight, bf16
-  // activation terms and cuBLASLt workspace.
-  enum class Slot { host_args, host_args2, f32_a, f32_b, step_block, hc_part, gemm_w, gemm_x, gemm_ws, count };
+  // hc_part: hc_pre's mix partials, which the Sinkhorn split reads on split_stream_ (its
+  // own slot: no other op may reuse it while the split runs). gemm_*: the prefill GEMMs'
+  // bf16 weight, bf16 activation terms and cuBLASLt workspace.
+  enum class Slot { host_args, f32_a, f32_b, hc_part, gemm_w, gemm_x, gemm_ws, count };
 
   void activate() const;  // cudaSetDevice(device_)
   // hc_pre's Sinkhorn split (post, comb) runs on split_stream_, off the critical path
@@ -200,11 +204,6 @@ class CudaOps final : public Ops {
   // Device copy of a hash layer's tid2eid [V, k], checked once against [0, n_experts);
   // keyed by the block's gate weight (the table's own vector has no storage identity).
   const int32_t* hash_table(const BlockWeights& b, int n_experts, int k);
-  // The pool, norm, rope and quantizer of compress_blocks at rope positions `positions`
-  // (backend [n_blocks]).
-  void compress_rows(const CompressorWeights& c, const float* kv, const float* score, int n_blocks,
-                     const float* prev_kv, const float* prev_score, const int32_t* positions,
-                     const RopeTable& rope, double norm_eps, const Numerics& num, float* out);
 
   // The GEMV family of linear.cuh: one problem (groups on grid.z), its fast path (false,
   // nothing launched, when x's layout does not allow 128-bit loads), and the plain case

@@ -49,6 +49,16 @@ class TracingOps final : public ForwardingOps {
     inner().rope_dev(v, rows, heads, dim, t, pos, inverse);
     rec(inverse ? "inverse rope" : "rope", v, static_cast<size_t>(rows) * heads * dim);
   }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double e, const RopeTable& t,
+                         const int32_t* pos) override {
+    inner().head_rms_rope_dev(v, rows, heads, dim, e, t, pos);
+    rec("head_rms rope", v, static_cast<size_t>(rows) * heads * dim);
+  }
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* pos) override {
+    inner().rope_hadamard_fp4_dev(v, rows, heads, dim, t, pos);
+    rec("rope hadamard_fp4", v, static_cast<size_t>(rows) * heads * dim);
+  }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
     inner().kv_act_quant(v, rows, dim, rd, q);
     rec("kv_act_quant", v, static_cast<size_t>(rows) * dim);
@@ -146,10 +156,10 @@ class TracingOps final : public ForwardingOps {
     rec("route wt", wt, static_cast<size_t>(rows) * k);
   }
   // The device-step ops: the row they wrote, found from the step position.
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override {
-    inner().copy_to_slot(base, pos, slots, src, n);
-    rec("copy_to_slot", base + (position(pos) % slots) * static_cast<int64_t>(n), n);
+  void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
+                    const int32_t* pos, KvQuant v, float* ring, int slots) override {
+    inner().finish_kv_at(kv, w, dim, e, r, pos, v, ring, slots);
+    rec("finish_kv_at", kv, static_cast<size_t>(dim));
   }
   void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
                     int32_t* nv) override {
@@ -157,9 +167,10 @@ class TracingOps final : public ForwardingOps {
     reci("decode_index", idx, static_cast<size_t>(window) + tail);
     if (nv) reci("decode_index n_visible", nv, 1);
   }
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
-                   const RopeTable& r, double e, const Numerics& num, float* store) override {
-    inner().compress_at(c, pos, pkv, psc, r, e, num, store);
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* kv, const float* sc,
+                   float* pkv, float* psc, const RopeTable& r, double e, const Numerics& num,
+                   float* store) override {
+    inner().compress_at(c, pos, kv, sc, pkv, psc, r, e, num, store);
     const int64_t p = position(pos);
     if ((p + 1) % c.ratio == 0) rec("compress_at " + c.wkv.name, store + p / c.ratio * c.d, c.d);
   }

@@ -69,6 +69,16 @@ class CallRecorder final : public ForwardingOps {
     log("rope_dev", v, rows, heads, dim, t, pos, inverse);
     inner().rope_dev(v, rows, heads, dim, t, pos, inverse);
   }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double e, const RopeTable& t,
+                         const int32_t* pos) override {
+    log("head_rms_rope_dev", v, rows, heads, dim, e, t, pos);
+    inner().head_rms_rope_dev(v, rows, heads, dim, e, t, pos);
+  }
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* pos) override {
+    log("rope_hadamard_fp4_dev", v, rows, heads, dim, t, pos);
+    inner().rope_hadamard_fp4_dev(v, rows, heads, dim, t, pos);
+  }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
     log("kv_act_quant", v, rows, dim, rd, q);
     inner().kv_act_quant(v, rows, dim, rd, q);
@@ -153,20 +163,21 @@ class CallRecorder final : public ForwardingOps {
     log("moe", b.gate_weight, x, rows, sel, wt, k, lim, num, out);
     inner().moe(b, x, rows, sel, wt, k, lim, num, out);
   }
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override {
-    log("copy_to_slot", base, pos, slots, src, n);
-    inner().copy_to_slot(base, pos, slots, src, n);
+  void finish_kv_at(float* kv, const TensorView& w, int dim, double e, const RopeTable& r,
+                    const int32_t* pos, KvQuant v, float* ring, int slots) override {
+    log("finish_kv_at", kv, w, dim, e, r, pos, v, ring, slots);
+    inner().finish_kv_at(kv, w, dim, e, r, pos, v, ring, slots);
   }
   void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
                     int32_t* nv) override {
     log("decode_index", pos, ratio, window, tail, idx, nv);
     inner().decode_index(pos, ratio, window, tail, idx, nv);
   }
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
-                   const RopeTable& r, double e, const Numerics& num, float* store) override {
-    log("compress_at", c.wkv, pos, pkv, psc, r, e, num, store);
-    inner().compress_at(c, pos, pkv, psc, r, e, num, store);
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* kv, const float* sc,
+                   float* pkv, float* psc, const RopeTable& r, double e, const Numerics& num,
+                   float* store) override {
+    log("compress_at", c.wkv, pos, kv, sc, pkv, psc, r, e, num, store);
+    inner().compress_at(c, pos, kv, sc, pkv, psc, r, e, num, store);
   }
   void argmax(const float* l, int rows, int64_t n, int32_t* out) override {
     log("argmax", l, rows, n, out);
