@@ -157,6 +157,8 @@ class ForwardingOps : public Ops {
   // itself: nothing is captured beneath it, and the inner backend's counts stay as they
   // are (kernels/ops.h run_step).
   void run_step(const StepKey&, const std::function<void()>& body) override { body(); }
+  void on_line(int line) override { in_.on_line(line); }
+  void join_lines() override { in_.join_lines(); }
   StepGraphCounts step_graph_counts() const override { return in_.step_graph_counts(); }
 
  private:

@@ -287,7 +287,22 @@ class Ops {
   // argmax) or allocate: CUDA refuses such an op by name.
   virtual void run_step(const StepKey& key, const std::function<void()>& body) = 0;
   virtual StepGraphCounts step_graph_counts() const = 0;
+
+  // ---- concurrent lines of a step (issue 12) ----
+  // on_line(k), 1 <= k < kOpLines: the ops issued next run on line k, after every op issued
+  // on the main line (0) before this call; on_line(0): back to the main line, which does not
+  // wait. join_lines(): the main line waits for every line, and the ops issued next run on
+  // it. Every op that touches host memory, allocates or synchronizes joins first, and so
+  // does the end of a run_step body. Lines running at once must not write what another
+  // reads or writes (the caller's promise; stage/layer_step.cpp). cpu and every decorator
+  // but the forwarding of the call: ops run in the order issued, so lines change no value.
+  static constexpr int kOpLines = 4;
+  virtual void on_line(int line) = 0;
+  virtual void join_lines() = 0;
 };
+
+// Throws an Error naming the line unless 0 <= line < Ops::kOpLines (Ops::on_line).
+void require_op_line(int line);
 
 std::unique_ptr<Ops> make_cpu_ops();
 // Throws Error("backend: cuda ...") when the build has no CUDA or no device is usable.

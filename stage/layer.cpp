@@ -77,12 +77,24 @@ void Layer::rope_rows(LayerContext& ctx, float* v, int rows, int heads, int dim,
 
 // §5 lines 1-2 and §4.13: hc_pre (attn), attn_norm -> ws.x; q path -> ws.qr, ws.q.
 void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
+  attention_input(ctx, h, rows);
+  query(ctx, rows);
+}
+
+// §5 lines 1-2: hc_pre (attn) and attn_norm -> ws.x (ws.y, ws.post, ws.comb).
+void Layer::attention_input(LayerContext& ctx, const float* h, int rows) {
+  const ModelConfig& c = ctx.cfg;
+  Workspace& ws = ctx.ws;
+  ctx.ops.hc_pre(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
+                 c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
+  ctx.ops.rmsnorm(ws.y.data(), w_.attn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
+}
+
+// §4.13: the q path from ws.x -> ws.qr (normed), ws.q (per-head normed, roped).
+void Layer::query(LayerContext& ctx, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
-  ops.hc_pre(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
-             c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
-  ops.rmsnorm(ws.y.data(), w_.attn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
   linear(ctx, w_.wq_a, ws.x.data(), rows, ws.qr.data());                      // [rows, Qr]
   ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
   linear(ctx, w_.wq_b, ws.qr.data(), rows, ws.q.data());                      // [rows, nh, D]

@@ -210,6 +210,8 @@ class CpuOps final : public Ops {
     ++steps_.plain;
   }
   StepGraphCounts step_graph_counts() const override { return steps_; }
+  void on_line(int line) override { require_op_line(line); }  // ops run in the order issued
+  void join_lines() override {}
 
  private:
   template <class T>

@@ -149,6 +149,8 @@ class CudaOps final : public Ops {
 
   void run_step(const StepKey& key, const std::function<void()>& body) override;
   StepGraphCounts step_graph_counts() const override { return graphs_.counts(); }
+  void on_line(int line) override;
+  void join_lines() override;
 
  private:
   // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
@@ -225,7 +227,13 @@ class CudaOps final : public Ops {
 
   int device_ = 0;
   int sm_count_ = 0;  // multiprocessors of the device (the GEMV's split rule)
+  // stream_ is the stream of the current line (Ops::on_line): main_ or lines_[line_].
   cudaStream_t stream_ = nullptr;
+  cudaStream_t main_ = nullptr;
+  cudaStream_t lines_[kOpLines] = {};  // [0] unused: line 0 is main_
+  cudaEvent_t line_fork_[kOpLines] = {}, line_done_[kOpLines] = {};
+  int line_ = 0;
+  unsigned lines_open_ = 0;  // bit k: line k has work main_ has not joined
   cudaStream_t split_stream_ = nullptr;
   cudaEvent_t split_fork_ = nullptr, split_done_ = nullptr;
   bool split_pending_ = false;
@@ -244,7 +252,7 @@ class CudaOps final : public Ops {
   std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
   std::map<Key, Resident> hash_tables_;  // keyed by the gate weight's bytes
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };
-  Scratch scratch_[static_cast<int>(Slot::count)];
+  Scratch scratch_[kOpLines][static_cast<int>(Slot::count)];  // per line: lines run at once
   uint8_t* ring_ = nullptr;  // pinned host memory, kUploadRing bytes
   // cuBLASLt handle and the algorithm chosen per shape, made on first use (a shared_ptr
   // so this header needs no cuBLASLt types; gemm_prefill.cu owns the deleter).
