@@ -185,25 +185,26 @@ __device__ double mix_rs(const double* raw, int m, int hc, int hidden, double no
   return 1.0 / sqrt(raw[m] / static_cast<double>(int64_t{hc} * hidden) + norm_eps);
 }
 
-// §4.4 step 2's post and comb: one warp per row (kSplitWarps rows a block), the warp sums
-// its row's m + 1 mixes, then the Sinkhorn chain. A row's chain is serial, so rows run
-// side by side warp by warp (a prefill chunk's rows at once, not one row per SM slot).
-constexpr int kSplitWarps = 4;
+// §4.4 step 2's post and comb for kSplitWarps rows a block: the block's warps share out the
+// rows' (m + 1) mix sums (one warp per sum, so a decode row's 25 take ~3 per warp), then
+// warp w runs row t0 + w's Sinkhorn chain. A chain is serial, so a prefill chunk's rows run
+// side by side warp by warp (not one 1024-thread block per row with one warp working).
+constexpr int kSplitWarps = 8;
 __global__ void __launch_bounds__(kSplitWarps * cuda::kWarp)
 hc_split_kernel(const double* part, int64_t slices, int64_t rows, int hc, int hidden, int m, double norm_eps,
                 SplitArgs a) {
   __shared__ double raw[kSplitWarps][kMaxSums];
   __shared__ double mat[kSplitWarps][kMaxHc * kMaxHc];
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
-  for (int64_t t = int64_t{blockIdx.x} * kSplitWarps + warp; t < rows; t += int64_t{gridDim.x} * kSplitWarps) {
-    __syncwarp();  // the previous row's raw is read
-#pragma unroll 5  // the next mixes' loads issue before this one's butterfly
-    for (int j = 0; j <= m; ++j) {
-      const double r = mix_sum(part, slices, t, m, j);
-      if (lane == 0) raw[warp][j] = r;
+  for (int64_t t0 = int64_t{blockIdx.x} * kSplitWarps; t0 < rows; t0 += int64_t{gridDim.x} * kSplitWarps) {
+    const int n = rows - t0 < kSplitWarps ? static_cast<int>(rows - t0) : kSplitWarps;  // rows here
+    __syncthreads();  // the previous rows' raw is read
+    for (int q = warp; q < n * (m + 1); q += kSplitWarps) {  // warp-uniform
+      const double r = mix_sum(part, slices, t0 + q / (m + 1), m, q % (m + 1));
+      if (lane == 0) raw[q / (m + 1)][q % (m + 1)] = r;
     }
-    __syncwarp();
-    hc_split_row(raw[warp], mix_rs(raw[warp], m, hc, hidden, norm_eps), t, hc, a, mat[warp]);
+    __syncthreads();
+    if (warp < n) hc_split_row(raw[warp], mix_rs(raw[warp], m, hc, hidden, norm_eps), t0 + warp, hc, a, mat[warp]);
   }
 }
 
