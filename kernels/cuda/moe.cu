@@ -32,6 +32,7 @@ constexpr int kCols = cuda::kMmaCols;       // slots per tile
 constexpr int kTileRows = cuda::kMmaRows;   // weight rows per block
 constexpr int kChunk = cuda::kKChunk;
 constexpr int kAhead = 2;       // chunks per warp loaded before the first is used
+constexpr int kSharedLine = 1;  // the shared expert's line (Ops::on_line), beside the routed ones
 
 using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh)
 using cuda::a_fragments;
@@ -403,9 +404,19 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
   // activations take three bf16 planes, so every product stays exact as in the CPU
   // reference and only the f32 summation order differs (one pass would round x to 8 bits).
   const bool exact = native || act;
+  DSV4_CHECK(line_ == 0, "moe is issued on the main line (its shared expert takes line ", kSharedLine, ")");
   for (int row0 = 0; row0 < rows; row0 += static_cast<int>(C)) {
     const int64_t n_rows = std::min<int64_t>(C, rows - row0), slots = n_rows * k;
     const float* xc = x + row0 * H;
+    // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight) needs x alone, so
+    // it runs on its own line beside the routed experts, joined before the combine: its
+    // three GEMVs take the SMs the grouping and the small launches leave idle (issue 12).
+    on_line(kSharedLine);
+    gemv_rows(sw1, xc, H, act, sg, Is, static_cast<int>(n_rows));
+    gemv_rows(sw3, xc, H, act, su, Is, static_cast<int>(n_rows));
+    cuda::shared_swiglu(sg, su, n_rows, shared_inter, swiglu_limit, sh_h, stream_);
+    gemv_rows(sw2, sh_h, Is, act, sh, H, static_cast<int>(n_rows));
+    on_line(0);
     group_slots_kernel<<<1, kThreads, group_smem, stream_>>>(sel + row0 * k, static_cast<int>(slots), experts,
                                                              n_experts, tiles);
     DSV4_CUDA_LAUNCH_CHECK();
@@ -422,11 +433,7 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
       launch_expert_mma<1, 1>(down, tiles_max * (H / kTileRows), device_, stream_);
     else
       launch_expert_mma<1, 3>(down, tiles_max * (H / kTileRows), device_, stream_);
-    // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight).
-    gemv_rows(sw1, xc, H, act, sg, Is, static_cast<int>(n_rows));
-    gemv_rows(sw3, xc, H, act, su, Is, static_cast<int>(n_rows));
-    cuda::shared_swiglu(sg, su, n_rows, shared_inter, swiglu_limit, sh_h, stream_);
-    gemv_rows(sw2, sh_h, Is, act, sh, H, static_cast<int>(n_rows));
+    join_lines();  // the shared expert's sh
     cuda::combine_experts(ye, sh, sel + row0 * k, n_rows, k, hidden, n_experts, out + row0 * H, stream_);
   }
 }
