@@ -11,15 +11,14 @@
 // device copy keyed by the view's host pointer). Shapes use the spec's symbols.
 //
 // Position-independent decode (issue 12, the CUDA graph of a plain decode step): the ops
-// named *_dev and the "device step" ops of kernels/ops.def read the step's position and
-// token from BACKEND memory (the stage's StepState, stage/workspace.h) instead of host
-// arrays, and compute every position-dependent address there, so the calls of one plain
-// decode step and all their arguments are the same at every position. Each *_dev op
-// computes exactly what its host-array twin computes; a value the host twin refuses (a
-// position outside the rope table, a token outside the vocabulary) is refused by the CPU
-// backend and poisons the rows with NaN on CUDA (no host round trip to check it; the
-// stage checks its inputs before writing the StepState, and NaN logits are refused by
-// name downstream).
+// named *_dev and the "device step" ops (ops.def) read the step's position and token from
+// BACKEND memory (the stage's StepState, stage/workspace.h) instead of host arrays, and
+// compute every position-dependent address there, so the calls of one plain decode step
+// and all their arguments are the same at every position. Each *_dev op computes exactly
+// what its host-array twin computes; a value the host twin refuses (a position outside
+// the rope table, a token outside the vocabulary) is refused by the CPU backend and
+// poisons the rows with NaN on CUDA (no host round trip to check it; the stage checks its
+// inputs before writing the StepState, and NaN logits are refused by name downstream).
 #pragma once
 #include <array>
 #include <cstddef>
