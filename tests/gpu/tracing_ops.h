@@ -24,8 +24,10 @@ class TracingOps final : public OpDecorator<TracingOps> {
 
  private:
   friend class OpDecorator<TracingOps>;
-  // Runs the op, then records what the record() overload of its tag names (an op
-  // without one, a transfer or the head's argmax, records nothing).
+  // Runs the op, then records what the record() overload of its tag names. An op
+  // without one (a transfer, hc_mean, the head's argmax) records nothing, and so would an
+  // overload whose parameters do not take the op's arguments: test_tracing_ops.cpp
+  // (tests/unit/stage) checks the records on the CPU backend.
   template <class O, class Run, class... A>
   decltype(auto) around(O op, Run&& run, const A&... a) {
     if constexpr (requires { record(op, a...); }) {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "stage_harness.h"
@@ -26,7 +27,7 @@ std::vector<const TraceEntry*> entries(const std::vector<TraceEntry>& trace,
 }  // namespace
 
 TEST_CASE("TracingOps records what each op wrote and changes no result") {
-  constexpr int kPrompt = 6;
+  constexpr int kPrompt = 7;  // the decode step at position 7 completes an r = 4 block
   constexpr int64_t kMaxSeq = 32;
   Checkpoint ckpt(tiny_dir());
   const ModelConfig& c = ckpt.config();
@@ -48,8 +49,23 @@ TEST_CASE("TracingOps records what each op wrote and changes no result") {
   for (const TraceEntry* e : prefill_moe)
     CHECK(e->values.size() == size_t{kPrompt} * c.hidden_size);
 
+  std::set<std::string> labels;  // each record's first word
+  auto note_labels = [&] {
+    for (const TraceEntry& e : tracer.trace) labels.insert(e.op.substr(0, e.op.find(' ')));
+  };
+  note_labels();
   tracer.trace.clear();
   const std::vector<float> got = traced.decode(ids[kPrompt]);
+  note_labels();
+  // Every op the model issues that has a record() overload (all but add) was recorded
+  // under its label; nothing else was.
+  const std::set<std::string> traced_ops = {
+      "attention", "compress_at", "compress_blocks", "copy_to_slot", "decode_index",
+      "embed", "grouped_wo_a", "grouped_wo_a_gemm", "hadamard_fp4", "hc_head", "hc_post",
+      "hc_pre", "head_rms", "indexer_topk", "inverse", "kv_act_quant", "linear_bf16",
+      "linear_bf16_gemm", "linear_fp8", "linear_fp8_gemm", "linear_island", "moe",
+      "moe_gemm", "rmsnorm", "rope", "route", "sink_attention"};
+  CHECK(labels == traced_ops);
   REQUIRE(got.size() == want.size());
   CHECK(same_bits(got.data(), want.data(), got.size()));
 
