@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/profiler_range.h"
 #include "kernels/timed_ops.h"
 #include "launcher/tool_args.h"
 #include "model/checkpoint.h"
@@ -92,6 +93,9 @@ int run(int argc, char** argv) {
                           "synchronizes around every op, so it is a separate pass); 0: none",
        cxxopts::value<int64_t>()->default_value("4096"))
       ("no-cuda-graphs", "run every plain step op by op instead of as a captured CUDA graph (to compare)")
+      ("profiler-steps", "after the plain rows, N more plain steps at the last --contexts position inside "
+                         "a profiler range (cudaProfilerStart/Stop), for `ncu --profile-from-start off` "
+                         "(bench/README.md); 0: none", cxxopts::value<int>()->default_value("0"))
       ("prefill-lens", "also time to first token of prompts of these lengths, e.g. 1024,8192,65536 "
                        "(bench/README.md); default none", cxxopts::value<std::string>()->default_value(""))
       ("prefill-chunk", "rows of one prefill operation (the config key prefill_chunk)",
@@ -109,7 +113,9 @@ int run(int argc, char** argv) {
   if (!parsed) return 0;
   const cxxopts::ParseResult& args = *parsed;
   const int steps = args["steps"].as<int>(), warmup = args["warmup"].as<int>();
-  if (steps < 1 || warmup < 0) throw Error("--steps must be >= 1 and --warmup >= 0");
+  const int profiler_steps = args["profiler-steps"].as<int>();
+  if (steps < 1 || warmup < 0 || profiler_steps < 0)
+    throw Error("--steps must be >= 1, --warmup >= 0 and --profiler-steps >= 0");
   const std::vector<int64_t> contexts = int_list(args["contexts"].as<std::string>(), "--contexts", 1);
   const std::vector<int64_t> verify_rows = int_list(args["verify-rows"].as<std::string>(), "--verify-rows", 1);
   const int64_t verify_ctx = args["verify-context"].as<int64_t>();
@@ -224,6 +230,13 @@ int run(int argc, char** argv) {
     rows.push_back(finish(r, ms));
     plain_ms[p] = rows.back().ms;
     std::fprintf(stderr, "plain @ %lld: %.3f ms\n", static_cast<long long>(p), rows.back().ms);
+  }
+  if (profiler_steps > 0) {  // the stage still holds the last context's fill, graph warm
+    ops->synchronize();
+    profiler_start();
+    for (int i = 0; i < profiler_steps; ++i) plain_step(*plain, *ops);
+    ops->synchronize();
+    profiler_stop();
   }
   // Which path the plain rows measured (a context's fill may move memory: its warm-up
   // steps then re-capture the graph before the timed ones replay it).

@@ -72,10 +72,20 @@ void CompressorState::seed_from_prefill(Ops& ops, const float* kv, const float* 
   blocks_ = n / ratio_;
 }
 
-void CompressorState::project(Ops& ops, const float* x, int rows, float* kv,
-                              float* score) const {
-  ops.linear_island(w_->wkv, x, rows, kv);
-  ops.linear_island(w_->wgate, x, rows, score);
+namespace {
+
+// §4.16 step 1 (L-island); a prefill's rows (gemm, issue 13) by linear_island_gemm.
+void island(Ops& ops, const TensorView& w, const float* x, int rows, bool gemm, float* y) {
+  if (gemm) ops.linear_island_gemm(w, x, rows, y);
+  else ops.linear_island(w, x, rows, y);
+}
+
+}  // namespace
+
+void CompressorState::project(Ops& ops, const float* x, int rows, float* kv, float* score,
+                              bool gemm) const {
+  island(ops, w_->wkv, x, rows, gemm, kv);
+  island(ops, w_->wgate, x, rows, gemm, score);
 }
 
 void CompressorState::advance(Ops& ops, int64_t pos0, int rows, const RopeTable& rope,

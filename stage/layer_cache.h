@@ -38,8 +38,10 @@ class CompressorState {
   void reset(Ops& ops);
   // §6.6 handoff after a prefill of n rows whose raw projections are kv/score [n, Lc].
   void seed_from_prefill(Ops& ops, const float* kv, const float* score, int n);
-  // Raw projections (§4.16 step 1, L-island) of x [rows, H] into kv / score [rows, Lc].
-  void project(Ops& ops, const float* x, int rows, float* kv, float* score) const;
+  // Raw projections (§4.16 step 1, L-island) of x [rows, H] into kv / score [rows, Lc];
+  // gemm: a prefill's or extend's rows, as tensor-core GEMMs where the weight allows it
+  // (layer_cache.cpp island), never for decode or verify rows (R-I3).
+  void project(Ops& ops, const float* x, int rows, float* kv, float* score, bool gemm) const;
   // A verify round: the pending pair and the block count are snapshotted (SPECDECODE
   // §4.3), then §6.4 for positions pos0 .. pos0+rows-1 in order from rows_kv /
   // rows_score, emitting completed blocks into the store.

@@ -44,7 +44,7 @@ void Layer::extend(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows
   if (cache_.index) {  // §6.2 step 5 for each row: indexer q, compressor steps, top-k
     CompressorState& ic = *cache_.index;
     indexer_query(ctx, rows);
-    ic.project(ops, ws.x.data(), rows, ws.iraw_kv.data(), ws.iraw_score.data());
+    ic.project(ops, ws.x.data(), rows, ws.iraw_kv.data(), ws.iraw_score.data(), ctx.gemm);
     ic.absorb_chunk(ops, ws.iraw_kv.data(), ws.iraw_score.data(), pos0, rows, *rope_,
                     c.rms_norm_eps, ctx.num);
     DSV4_CHECK(ic.blocks() == (pos0 + rows) / w_.ratio, "indexer blocks ", ic.blocks());
@@ -52,7 +52,7 @@ void Layer::extend(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows
   }
   if (cache_.attn) {  // step 6: before the attention, so a block completed here is seen
     CompressorState& ac = *cache_.attn;
-    ac.project(ops, ws.x.data(), rows, ws.raw_kv.data(), ws.raw_score.data());
+    ac.project(ops, ws.x.data(), rows, ws.raw_kv.data(), ws.raw_score.data(), ctx.gemm);
     ac.absorb_chunk(ops, ws.raw_kv.data(), ws.raw_score.data(), pos0, rows, *rope_,
                     c.rms_norm_eps, ctx.num);
     DSV4_CHECK(ac.blocks() == (pos0 + rows) / w_.ratio, "attention blocks ", ac.blocks());

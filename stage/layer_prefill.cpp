@@ -24,7 +24,7 @@ void Layer::prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, floa
   if (cache_.index) {  // §4.18: indexer keys go straight to the indexer store
     CompressorState& ic = *cache_.index;
     indexer_query(ctx, s);
-    ic.project(ops, ws.x.data(), s, ws.iraw_kv.data(), ws.iraw_score.data());
+    ic.project(ops, ws.x.data(), s, ws.iraw_kv.data(), ws.iraw_score.data(), ctx.gemm);
     const int nb = s / w_.ratio;
     if (nb > 0)
       ops.compress_blocks(ic.weights(), ws.iraw_kv.data(), ws.iraw_score.data(), nb, nullptr,
@@ -34,7 +34,7 @@ void Layer::prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, floa
   }
   if (cache_.attn) {  // §4.16: blocks to the store, then appended to the KV source
     CompressorState& ac = *cache_.attn;
-    ac.project(ops, ws.x.data(), s, ws.raw_kv.data(), ws.raw_score.data());
+    ac.project(ops, ws.x.data(), s, ws.raw_kv.data(), ws.raw_score.data(), ctx.gemm);
     const int nb = s / w_.ratio;
     if (nb > 0) {
       ops.compress_blocks(ac.weights(), ws.raw_kv.data(), ws.raw_score.data(), nb, nullptr,

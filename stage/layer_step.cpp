@@ -29,13 +29,13 @@ void Layer::decode(LayerContext& ctx, float* h, float* taps) {
   if (cache_.index) {  // step 5: indexer q, compressor step, then top-k
     CompressorState& ic = *cache_.index;
     indexer_query(ctx, 1);
-    ic.project(ops, ws.x.data(), 1, ic.rows_kv(), ic.rows_score());
+    ic.project(ops, ws.x.data(), 1, ic.rows_kv(), ic.rows_score(), /*gemm=*/false);
     ic.advance_at(ops, p, *rope_, c.rms_norm_eps, ctx.num);
     indexer_select(ctx, m, 1, cache_.ikvc.data(), cache_.window);
   }
   if (cache_.attn) {  // step 6: before the attention, so a block completed here is seen
     CompressorState& ac = *cache_.attn;
-    ac.project(ops, ws.x.data(), 1, ac.rows_kv(), ac.rows_score());
+    ac.project(ops, ws.x.data(), 1, ac.rows_kv(), ac.rows_score(), /*gemm=*/false);
     ac.advance_at(ops, p, *rope_, c.rms_norm_eps, ctx.num);
   }
 
@@ -68,14 +68,14 @@ void Layer::verify(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows
   if (cache_.index) {  // step 5: indexer q, compressor steps, then top-k
     CompressorState& ic = *cache_.index;
     indexer_query(ctx, rows);
-    ic.project(ops, ws.x.data(), rows, ic.rows_kv(), ic.rows_score());
+    ic.project(ops, ws.x.data(), rows, ic.rows_kv(), ic.rows_score(), /*gemm=*/false);
     ic.advance(ops, pos0, rows, *rope_, c.rms_norm_eps, ctx.num);
     DSV4_CHECK(ic.blocks() == (pos0 + rows) / w_.ratio, "indexer blocks ", ic.blocks());
     indexer_select(ctx, m, rows, cache_.ikvc.data(), cache_.window);
   }
   if (cache_.attn) {  // step 6: before the attention, so a block completed here is seen
     CompressorState& ac = *cache_.attn;
-    ac.project(ops, ws.x.data(), rows, ac.rows_kv(), ac.rows_score());
+    ac.project(ops, ws.x.data(), rows, ac.rows_kv(), ac.rows_score(), /*gemm=*/false);
     ac.advance(ops, pos0, rows, *rope_, c.rms_norm_eps, ctx.num);
     DSV4_CHECK(ac.blocks() == (pos0 + rows) / w_.ratio, "attention blocks ", ac.blocks());
   }

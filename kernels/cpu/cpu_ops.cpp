@@ -118,6 +118,9 @@ class CpuOps final : public Ops {
                         float* y) override {
     linear_bf16(w, x, rows, act_bf16, y);
   }
+  void linear_island_gemm(const TensorView& w, const float* x, int rows, float* y) override {
+    linear_island(w, x, rows, y);
+  }
   void grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                          bool act_bf16, float* og) override {
     grouped_wo_a(wo_a, o, rows, groups, act_bf16, og);

@@ -103,6 +103,7 @@ class CudaOps final : public Ops {
                         float* y) override;
   void grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                          bool act_bf16, float* og) override;
+  void linear_island_gemm(const TensorView& w, const float* x, int rows, float* y) override;
 
   void compress_blocks(const CompressorWeights& c, const float* kv, const float* score,
                        int n_blocks, const float* prev_kv, const float* prev_score,

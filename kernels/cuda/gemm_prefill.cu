@@ -273,6 +273,11 @@ void CudaOps::linear_bf16_gemm(const TensorView& w, const float* x, int rows, bo
   gemm(cuda::linear_problem(bf16_weight(w), x, w.dim(1), w.dim(0), rows, act_bf16, y, w.name));
 }
 
+void CudaOps::linear_island_gemm(const TensorView& w, const float* x, int rows, float* y) {
+  if (w.dtype != DType::BF16) return linear_island(w, x, rows, y);
+  linear_bf16_gemm(w, x, rows, /*act_bf16=*/false, y);
+}
+
 // §4.21 steps 2-3 as one batched GEMM: batch g = group g's wo_a rows [g*Or, (g+1)*Or)
 // against o columns [g*cols, (g+1)*cols) into og columns [g*Or, (g+1)*Or).
 void CudaOps::grouped_wo_a_gemm(const Fp8Linear& wo_a, const float* o, int rows, int groups,

@@ -72,6 +72,25 @@ TEST_CASE("linear_bf16_gemm twin: BF16 and bf16-exact F32 weights") {
                  [&](Ops& o, const float* xp, float* yp) { o.linear_bf16_gemm(*w, xp, rows, act, yp); });
 }
 
+// The island GEMM against the CPU's f64-accumulated island (one more rounding per output:
+// the f32 sums), within the same 1e-5: a BF16 weight by the GEMM, an F32-stored one (C12)
+// by the island GEMV.
+TEST_CASE("linear_island_gemm twin: the compressors' raw projections, BF16 and F32-stored") {
+  Backends b;
+  Rng rng(45);
+  Store store;
+  const int64_t in = 4096;
+  for (const auto& [out, rows] : {std::pair<int64_t, int>{1024, 300}, {256, 37}}) {  // wkv r = 4, indexer
+    std::vector<float> wv = rng.normals(out * in, 0.05f);
+    const TensorView wb = store.bf16(cat("compressor.wkv_", out), {out, in}, wv);
+    const TensorView wf = store.f32(cat("compressor.wkv_f32_", out), {out, in}, wv);
+    PairF x = put(b, rng.normals(static_cast<size_t>(rows) * in));
+    for (const TensorView* w : {&wb, &wf})
+      check_gemm(b, cat("linear_island_gemm ", w->name, " x ", rows), x, static_cast<size_t>(rows) * out,
+                 [&](Ops& o, const float* xp, float* yp) { o.linear_island_gemm(*w, xp, rows, yp); });
+  }
+}
+
 TEST_CASE("grouped_wo_a_gemm twin: group g uses rows [g*Or, (g+1)*Or) on its own columns") {
   Backends b;
   Rng rng(43);

@@ -85,8 +85,9 @@ class TracingOps final : public OpDecorator<TracingOps> {
   void record(O, const TensorView& w, const float*, int rows, bool, float* y) {
     rec(std::string(O::name) + " " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
   }
-  void record(OpTag<"linear_island">, const TensorView& w, const float*, int rows, float* y) {
-    rec("linear_island " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
+  template <OneOf<OpTag<"linear_island">, OpTag<"linear_island_gemm">> O>
+  void record(O, const TensorView& w, const float*, int rows, float* y) {
+    rec(std::string(O::name) + " " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
   }
   template <OneOf<OpTag<"grouped_wo_a">, OpTag<"grouped_wo_a_gemm">> O>
   void record(O, const Fp8Linear& w, const float*, int rows, int, bool, float* og) {

@@ -63,8 +63,8 @@ TEST_CASE("TracingOps records what each op wrote and changes no result") {
       "attention", "compress_at", "compress_blocks", "copy_to_slot", "decode_index",
       "embed", "grouped_wo_a", "grouped_wo_a_gemm", "hadamard_fp4", "hc_head", "hc_post",
       "hc_pre", "head_rms", "indexer_topk", "inverse", "kv_act_quant", "linear_bf16",
-      "linear_bf16_gemm", "linear_fp8", "linear_fp8_gemm", "linear_island", "moe",
-      "moe_gemm", "rmsnorm", "rope", "route", "sink_attention"};
+      "linear_bf16_gemm", "linear_fp8", "linear_fp8_gemm", "linear_island",
+      "linear_island_gemm", "moe", "moe_gemm", "rmsnorm", "rope", "route", "sink_attention"};
   CHECK(labels == traced_ops);
   REQUIRE(got.size() == want.size());
   CHECK(same_bits(got.data(), want.data(), got.size()));
