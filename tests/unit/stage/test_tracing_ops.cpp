@@ -65,7 +65,12 @@ TEST_CASE("TracingOps records what each op wrote and changes no result") {
       "hc_pre", "head_rms", "indexer_topk", "inverse", "kv_act_quant", "linear_bf16",
       "linear_bf16_gemm", "linear_fp8", "linear_fp8_gemm", "linear_island",
       "linear_island_gemm", "moe", "moe_gemm", "rmsnorm", "rope", "route", "sink_attention"};
-  CHECK(labels == traced_ops);
+  std::string differences;
+  for (const std::string& l : traced_ops)
+    if (!labels.count(l)) differences += " missing " + l;
+  for (const std::string& l : labels)
+    if (!traced_ops.count(l)) differences += " unexpected " + l;
+  CHECK_MESSAGE(differences.empty(), differences);
   REQUIRE(got.size() == want.size());
   CHECK(same_bits(got.data(), want.data(), got.size()));
 
