@@ -1,6 +1,6 @@
 // The routed experts' tensor-core pieces shared by the decode MoE (moe.cu) and the prefill
 // MoE (moe_prefill.cu), MODEL.md §4.23-§4.24: the FP4 weight run as exact bf16 mma
-// A fragments, the activation as exact bf16 planes, the mma, and the host launchers of
+// A fragments, the activation as exact bf16 planes (mma_bf16.cuh: the planes and the mma), and the host launchers of
 // the small kernels both paths run (defined in moe.cu). Both expert kernels feed the same
 // products to every output column in the same K order (docs/numerics.md "MoE experts"),
 // so a prefill row equals the decode row bit for bit.
@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/mma_bf16.cuh"
 #include "kernels/ops.h"
 
 namespace dsv4::cuda {
@@ -45,32 +46,6 @@ __device__ inline void e2m1x8_to_bf16x2(uint32_t w, uint32_t (&r)[4]) {
   r[3] = __byte_perm(lo_b, hi_b, 0x7351) | (w & kSigns);
 }
 
-__device__ inline uint32_t bits(__nv_bfloat162 v) { return *reinterpret_cast<const uint32_t*>(&v); }
-__device__ inline __nv_bfloat162 pair(uint32_t v) { return *reinterpret_cast<const __nv_bfloat162*>(&v); }
-
-// {lo, hi} as P bf16x2 planes: plane p is the RNE bf16 rounding (the L-bf16 rounding of
-// §3.3) of what planes < p leave. P = 1 rounds; P = 3 is exact for f32 (24 = 3 x 8
-// significant bits; the residual of an RNE rounding is representable).
-template <int P>
-__device__ inline void split_planes(float lo, float hi, uint32_t (&b)[P]) {
-#pragma unroll
-  for (int p = 0; p < P; ++p) {
-    b[p] = bits(__floats2bfloat162_rn(lo, hi));
-    const float2 v = __bfloat1622float2(pair(b[p]));
-    lo -= v.x;
-    hi -= v.y;
-  }
-}
-
-// d += A B for one m16n8k16 step (PTX ISA "mma.m16n8k16" fragment layouts).
-__device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // The block scales of a run's two 16-element halves as bf16x2 pairs {s, s}: e8m0 (MXFP4,
 // §3.6, one group: both halves the same) or e4m3 (NVFP4, §3.7, by the hardware e4m3x2 ->
 // f16x2 conversion; weight_scale_2 is applied to the sum). Exact: a power of two, or 4
@@ -102,7 +77,7 @@ __device__ inline void load_run(const Fp4W& w, int gs, int64_t r, int64_t k0, ui
 // half scales s_g / s_g8 of that word) for the two k16 steps of the word: the mma's k-slots
 // {2t, 2t+1, 2t+8, 2t+9} of step st hold the run's elements 8q + {2st, 2st+4, 2st+1,
 // 2st+5} (any bijection of k inside a step is a valid order of the sum); the activation
-// planes pair the same elements (split_planes on {x[8q + w], x[8q + w + 4]}, word w of
+// planes pair the same elements (bf16x2_planes on {x[8q + w], x[8q + w + 4]}, word w of
 // step w / 2, register w % 2).
 __device__ inline void a_fragments(uint32_t w_g, uint32_t w_g8, __nv_bfloat162 s_g, __nv_bfloat162 s_g8,
                                    uint32_t (&frag)[2][4]) {
@@ -111,8 +86,8 @@ __device__ inline void a_fragments(uint32_t w_g, uint32_t w_g8, __nv_bfloat162 s
   e2m1x8_to_bf16x2(w_g8, r[1]);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    r[0][i] = bits(__hmul2(pair(r[0][i]), s_g));
-    r[1][i] = bits(__hmul2(pair(r[1][i]), s_g8));
+    r[0][i] = bf16x2_bits(__hmul2(bf16x2_of(r[0][i]), s_g));
+    r[1][i] = bf16x2_bits(__hmul2(bf16x2_of(r[1][i]), s_g8));
   }
 #pragma unroll
   for (int st = 0; st < 2; ++st) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/device_math.cuh"
@@ -26,6 +27,19 @@ struct GemvArgs {
   int splits = 1;  // warps per output set (fast path), a power of two <= kGemvWarps
   bool act_bf16 = false;
 };
+
+// The grid of a resident-block GEMV launch of `sets` output sets (kGemvWarps / a.splits
+// per block): y the row blocks of rows_per_block rows, z the groups, x the blocks that fit
+// on the device at once (per_sm a multiprocessor, shared by every row block and group),
+// never more than the sets need.
+inline dim3 resident_gemv_grid(const GemvArgs& a, int64_t sets, int rows_per_block, int groups, int sm_count,
+                               int per_sm) {
+  const int64_t per_block = kGemvWarps / a.splits;
+  const int64_t need = (sets + per_block - 1) / per_block;
+  const unsigned gy = static_cast<unsigned>((a.rows + rows_per_block - 1) / rows_per_block);
+  const int64_t resident = std::max<int64_t>(1, int64_t{sm_count} * per_sm / (int64_t{groups} * gy));
+  return dim3(static_cast<unsigned>(std::min(need, resident)), gy, static_cast<unsigned>(groups));
+}
 
 __device__ inline uint4 load_chunk(const void* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 

@@ -227,12 +227,8 @@ void launch_gemv_tc(const C& c, const GemvArgs& a, int groups, int sm_count, cud
                                                                   kGemvThreads, 0));
     return n;
   }();
-  const int64_t tiles = (a.n_out + kTcRows - 1) / kTcRows, per_block = kGemvWarps / a.splits;
-  const int64_t need = (tiles + per_block - 1) / per_block;
-  const unsigned gy = static_cast<unsigned>((a.rows + kTcCols - 1) / kTcCols);
-  const int64_t resident = std::max<int64_t>(1, int64_t{sm_count} * per_sm / (int64_t{groups} * gy));
-  const unsigned gx = static_cast<unsigned>(std::min(need, resident));
-  gemv_tc_kernel<C, P, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
+  const dim3 grid = resident_gemv_grid(a, (a.n_out + kTcRows - 1) / kTcRows, kTcCols, groups, sm_count, per_sm);
+  gemv_tc_kernel<C, P, U, MinBlocks><<<grid, kGemvThreads, 0, stream>>>(c, a);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

@@ -346,12 +346,8 @@ void launch_gemv_persist(const C& c, const GemvArgs& a, int groups, int sm_count
         &n, gemv_persist_kernel<C, R, NO, U, MinBlocks>, kGemvThreads, 0));
     return n;
   }();
-  const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
-  const int64_t need = (sets + per_block - 1) / per_block;
-  const unsigned gy = static_cast<unsigned>((a.rows + R - 1) / R);
-  const int64_t resident = std::max<int64_t>(1, int64_t{sm_count} * per_sm / (int64_t{groups} * gy));
-  const unsigned gx = static_cast<unsigned>(std::min(need, resident));
-  gemv_persist_kernel<C, R, NO, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
+  const dim3 grid = resident_gemv_grid(a, (a.n_out + NO - 1) / NO, R, groups, sm_count, per_sm);
+  gemv_persist_kernel<C, R, NO, U, MinBlocks><<<grid, kGemvThreads, 0, stream>>>(c, a);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

@@ -36,7 +36,7 @@ constexpr int kSharedLine = 1;  // the shared expert's line (Ops::on_line), besi
 
 using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh)
 using cuda::a_fragments;
-using cuda::mma_bf16;
+using cuda::mma_m16n8k16_bf16;
 
 // §4.9 as values, one warp per (row, 128-block): y [rows, K] = e4m3(x / s) * s (may alias
 // x). The scale s is a power of two (pow2ceil), so q * s is exact and the expert kernel
@@ -188,7 +188,7 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
 #pragma unroll
         for (int st = 0; st < 2; ++st)
 #pragma unroll
-          for (int i = 0; i < 2; ++i) cuda::split_planes<P>(xv[2 * st + i], xv[2 * st + i + 4], b[st][i]);
+          for (int i = 0; i < 2; ++i) cuda::bf16x2_planes<P>(xv[2 * st + i], xv[2 * st + i + 4], b[st][i]);
 #pragma unroll
         for (int j = 0; j < NW; ++j) {
           uint32_t frag[2][4];
@@ -196,7 +196,7 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
 #pragma unroll
           for (int st = 0; st < 2; ++st)
 #pragma unroll
-            for (int p = 0; p < P; ++p) mma_bf16(acc[j], frag[st], b[st][0][p], b[st][1][p]);
+            for (int p = 0; p < P; ++p) mma_m16n8k16_bf16(acc[j], frag[st], b[st][0][p], b[st][1][p]);
         }
       }
     }

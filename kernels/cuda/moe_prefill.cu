@@ -70,7 +70,7 @@ TileList tile_list(const std::vector<int32_t>& sel, int n_experts, int layer) {
 
 int64_t padded8(int64_t n) { return (n + 7) / 8 * 8; }
 
-// x [rows, K] f32 -> P bf16 planes [P][rows, K] (cuda::split_planes), each 8-element group
+// x [rows, K] f32 -> P bf16 planes [P][rows, K] (cuda::bf16x2_planes), each 8-element group
 // stored as the mma B registers of its word (16 bytes): {x0, x4}, {x1, x5}, {x2, x6},
 // {x3, x7}, so a lane loads a step pair's B fragment in one 128-bit read.
 template <int P>
@@ -81,7 +81,7 @@ __global__ void bf16_planes_kernel(const float* x, int64_t n_groups, uint4* out)
     const float v[kGroup] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
     uint32_t w[4][P];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) cuda::split_planes<P>(v[j], v[j + 4], w[j]);
+    for (int j = 0; j < 4; ++j) cuda::bf16x2_planes<P>(v[j], v[j + 4], w[j]);
 #pragma unroll
     for (int p = 0; p < P; ++p) out[p * n_groups + i] = make_uint4(w[0][p], w[1][p], w[2][p], w[3][p]);
   }
@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a, in
               for (int st = 0; st < 2; ++st)
 #pragma unroll
                 for (int p = 0; p < P; ++p)
-                  cuda::mma_bf16(acc[j][n], frag[j][st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
+                  cuda::mma_m16n8k16_bf16(acc[j][n], frag[j][st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
           }
         }
       }
