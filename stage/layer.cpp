@@ -77,15 +77,32 @@ void Layer::rope_rows(LayerContext& ctx, float* v, int rows, int heads, int dim,
 
 // §5 lines 1-2 and §4.13: hc_pre (attn), attn_norm -> ws.x; q path -> ws.qr, ws.q.
 void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
+  attention_input(ctx, h, rows);
+  query(ctx, rows);
+}
+
+// §5 lines 1-2: hc_pre (attn) and attn_norm -> ws.x (ws.y, ws.post, ws.comb).
+void Layer::attention_input(LayerContext& ctx, const float* h, int rows) {
+  const ModelConfig& c = ctx.cfg;
+  Workspace& ws = ctx.ws;
+  ctx.ops.hc_pre(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
+                 c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
+  ctx.ops.rmsnorm(ws.y.data(), w_.attn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
+}
+
+// §4.13: the q path from ws.x -> ws.qr (normed), ws.q (per-head normed, roped).
+void Layer::query(LayerContext& ctx, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
-  ops.hc_pre(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
-             c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
-  ops.rmsnorm(ws.y.data(), w_.attn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
   linear(ctx, w_.wq_a, ws.x.data(), rows, ws.qr.data());                      // [rows, Qr]
   ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
   linear(ctx, w_.wq_b, ws.qr.data(), rows, ws.q.data());                      // [rows, nh, D]
+  if (ctx.device_step) {  // the two ops below as one (issue 12: fewer launches per step)
+    ops.head_rms_rope_dev(ws.q.data(), rows, c.num_attention_heads, c.head_dim, c.rms_norm_eps,
+                          *rope_, ws.step_pos());
+    return;
+  }
   ops.head_rms(ws.q.data(), rows * c.num_attention_heads, c.head_dim, c.rms_norm_eps);
   rope_rows(ctx, ws.q.data(), rows, c.num_attention_heads, c.head_dim, false);
 }
@@ -106,11 +123,17 @@ void Layer::indexer_query(LayerContext& ctx, int rows) {
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
   linear(ctx, w_.indexer->wq_b, ws.qr.data(), rows, ws.qi.data());
-  rope_rows(ctx, ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, false);
-  // §4.18 step 1: Hadamard then FP4 QAT; indexer_quant none skips both (MODEL.md
-  // numeric options: the rotation is orthogonal, so scores keep their exact value).
-  if (ctx.num.indexer_quant == IndexerQuant::fp4)
-    ops.hadamard_fp4(ws.qi.data(), rows * c.index_n_heads, c.index_head_dim, true);
+  // §4.18 step 1: rope, then Hadamard and FP4 QAT; indexer_quant none skips both (MODEL.md
+  // numeric options: the rotation is orthogonal, so scores keep their exact value). A decode
+  // step ropes and rotates in one op (issue 12).
+  const bool fp4 = ctx.num.indexer_quant == IndexerQuant::fp4;
+  if (ctx.device_step && fp4) {
+    ops.rope_hadamard_fp4_dev(ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, *rope_,
+                              ws.step_pos());
+  } else {
+    rope_rows(ctx, ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, false);
+    if (fp4) ops.hadamard_fp4(ws.qi.data(), rows * c.index_n_heads, c.index_head_dim, true);
+  }
   linear(ctx, w_.indexer->weights_proj, ws.x.data(), rows, ws.wi.data());
 }
 

@@ -80,7 +80,9 @@ class Layer {
   // Rope of v [rows, heads, dim] at the rows' positions: ws.step's (ctx.device_step) or
   // the host ws.positions.
   void rope_rows(LayerContext& ctx, float* v, int rows, int heads, int dim, bool inverse);
-  void attention_front(LayerContext& ctx, const float* h, int rows);
+  void attention_front(LayerContext& ctx, const float* h, int rows);  // input, then query
+  void attention_input(LayerContext& ctx, const float* h, int rows);
+  void query(LayerContext& ctx, int rows);
   void kv_path(LayerContext& ctx, int rows, float* kv);
   void indexer_query(LayerContext& ctx, int rows);
   void upload_index(LayerContext& ctx, const MergedIndex& m, int rows);

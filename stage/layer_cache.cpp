@@ -113,10 +113,8 @@ void CompressorState::advance(Ops& ops, int64_t pos0, int rows, const RopeTable&
 
 void CompressorState::advance_at(Ops& ops, const int32_t* pos, const RopeTable& rope,
                                  double norm_eps, const Numerics& num) {
-  const size_t cur = w_->overlap ? static_cast<size_t>(ratio_) * latent_ : 0;  // slot_of's base
-  ops.copy_to_slot(pend_kv_.data() + cur, pos, ratio_, rows_kv_.data(), latent_);
-  ops.copy_to_slot(pend_score_.data() + cur, pos, ratio_, rows_score_.data(), latent_);
-  ops.compress_at(*w_, pos, pend_kv_.data(), pend_score_.data(), rope, norm_eps, num, store_);
+  ops.compress_at(*w_, pos, rows_kv_.data(), rows_score_.data(), pend_kv_.data(),
+                  pend_score_.data(), rope, norm_eps, num, store_);
 }
 
 void CompressorState::count_decoded(int64_t p) {

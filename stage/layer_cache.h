@@ -48,8 +48,8 @@ class CompressorState {
   void advance(Ops& ops, int64_t pos0, int rows, const RopeTable& rope, double norm_eps,
                const Numerics& num);
   // §6.4 for the plain decode row at the StepState position pos (backend) from rows_kv /
-  // rows_score [1, Lc]: the row to its pending slot (Ops::copy_to_slot), then the block
-  // completed there, if any (Ops::compress_at); the same op calls at every position.
+  // rows_score [1, Lc]: the row to its pending slot, then the block completed there, if
+  // any (one Ops::compress_at); the same op call at every position.
   // Ops only: a replayed step graph does not run it, so the host block count follows in
   // count_decoded.
   void advance_at(Ops& ops, const int32_t* pos, const RopeTable& rope, double norm_eps,

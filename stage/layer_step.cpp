@@ -16,28 +16,41 @@ void Layer::decode(LayerContext& ctx, float* h, float* taps) {
   DSV4_CHECK(ctx.device_step, "plain decode reads its position from the StepState");
   const int32_t* p = ws.step_pos();
 
-  attention_front(ctx, h, 1);
+  attention_input(ctx, h, 1);
+  // From ws.x the window latent, the two compressors' steps and the query are independent
+  // until the indexer's top-k and the attention (§6.2 steps 2-6), so they run on lines 1-3
+  // beside the query on the main line (issue 12: ~1,400 small ops per step, most waiting on
+  // the one before). Writes: line 1 kv, the ring slot, ws.idx's window, ws.n_visible; line 2
+  // the attention compressor's rows, pending rows and store; line 3 the indexer compressor's
+  // and ikvc; main ws.qr, ws.q, ws.qi, ws.wi. All read ws.x, written before the fork.
+  ops.on_line(1);
   // Step 3: the window latent goes to its ring slot before attention (the query sees
-  // itself); it is built in a fixed row and copied to the slot of p (§6.3).
+  // itself); it is built in a fixed row and copied to the slot of p (§6.3): kv_path's
+  // finishing and the copy as one op.
   float* kv = ws.kv_src.data();
-  kv_path(ctx, 1, kv);
-  ops.copy_to_slot(cache_.kvc.data(), p, cache_.window, kv, c.head_dim);
+  linear(ctx, w_.wkv, ws.x.data(), 1, kv);
+  ops.finish_kv_at(kv, w_.kv_norm, c.head_dim, c.rms_norm_eps, *rope_, p, ctx.num.kv_quant,
+                   cache_.kvc.data(), cache_.window);
   const MergedIndex m = decode_index_shape(w_.ratio, cache_.window, c.index_topk, cache_.cap_blocks);
   ops.decode_index(p, w_.ratio, cache_.window, m.tail_width, ws.idx.data(),
                    cache_.index ? ws.n_visible.data() : nullptr);
-
-  if (cache_.index) {  // step 5: indexer q, compressor step, then top-k
-    CompressorState& ic = *cache_.index;
-    indexer_query(ctx, 1);
-    ic.project(ops, ws.x.data(), 1, ic.rows_kv(), ic.rows_score(), /*gemm=*/false);
-    ic.advance_at(ops, p, *rope_, c.rms_norm_eps, ctx.num);
-    indexer_select(ctx, m, 1, cache_.ikvc.data(), cache_.window);
-  }
   if (cache_.attn) {  // step 6: before the attention, so a block completed here is seen
+    ops.on_line(2);
     CompressorState& ac = *cache_.attn;
     ac.project(ops, ws.x.data(), 1, ac.rows_kv(), ac.rows_score(), /*gemm=*/false);
     ac.advance_at(ops, p, *rope_, c.rms_norm_eps, ctx.num);
   }
+  if (cache_.index) {  // step 5's compressor step
+    ops.on_line(3);
+    CompressorState& ic = *cache_.index;
+    ic.project(ops, ws.x.data(), 1, ic.rows_kv(), ic.rows_score(), /*gemm=*/false);
+    ic.advance_at(ops, p, *rope_, c.rms_norm_eps, ctx.num);
+  }
+  ops.on_line(0);
+  query(ctx, 1);
+  if (cache_.index) indexer_query(ctx, 1);  // step 5's q (from ws.qr)
+  ops.join_lines();
+  if (cache_.index) indexer_select(ctx, m, 1, cache_.ikvc.data(), cache_.window);  // step 5's top-k
 
   attention_back(ctx, cache_.kvc.data(), m, h, 1);
   ffn(ctx, ws.step_token(), 1, h);

@@ -71,6 +71,16 @@ class CpuOps final : public Ops {
                 const int32_t* positions, bool inverse) override {
     cpu_rope(v, rows, heads, dim, t, positions, inverse);
   }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                         const int32_t* positions) override {
+    cpu_head_rms(v, rows * heads, dim, eps);
+    cpu_rope(v, rows, heads, dim, t, positions, false);
+  }
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* positions) override {
+    cpu_rope(v, rows, heads, dim, t, positions, false);
+    cpu_hadamard_fp4(v, rows * heads, dim, true);
+  }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override {
     cpu_kv_act_quant(v, rows, dim, rd, variant);
   }
@@ -174,18 +184,20 @@ class CpuOps final : public Ops {
     moe(b, x, rows, sel, wt, k, swiglu_limit, num, out);
   }
 
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override {
-    cpu_copy_to_slot(base, pos, slots, src, n);
+  void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
+                    const int32_t* pos, KvQuant variant, float* ring, int slots) override {
+    cpu_finish_kv_at(cache_, kv, norm, dim, eps, rope, pos, variant, ring, slots);
   }
   void decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
                     int32_t* n_visible) override {
     cpu_decode_index(pos, ratio, window, tail_width, idx, n_visible);
   }
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
-                   float* pend_score, const RopeTable& rope, double norm_eps,
-                   const Numerics& num, float* store) override {
-    cpu_compress_at(cache_, c, pos, pend_kv, pend_score, rope, norm_eps, num, store);
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
+                   const float* row_score, float* pend_kv, float* pend_score,
+                   const RopeTable& rope, double norm_eps, const Numerics& num,
+                   float* store) override {
+    cpu_compress_at(cache_, c, pos, row_kv, row_score, pend_kv, pend_score, rope, norm_eps, num,
+                    store);
   }
 
   void argmax(const float* logits, int rows, int64_t n, int32_t* out) override {
@@ -198,6 +210,8 @@ class CpuOps final : public Ops {
     ++steps_.plain;
   }
   StepGraphCounts step_graph_counts() const override { return steps_; }
+  void on_line(int line) override { require_op_line(line); }  // ops run in the order issued
+  void join_lines() override {}
 
  private:
   template <class T>

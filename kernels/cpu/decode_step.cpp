@@ -7,6 +7,9 @@
 
 #include "base/error.h"
 #include "kernels/cpu/compressor.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/cpu/rope.h"
 #include "kernels/index_laws.h"
 
 namespace dsv4 {
@@ -19,12 +22,22 @@ int64_t checked_pos(const int32_t* pos, const char* what) {
   return *pos;
 }
 
+// base[(*pos mod slots) * n ..] = src[0 .. n): the ring slot (§6.3) or pending row (§6.4).
+void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src, size_t n, const char* what) {
+  DSV4_CHECK(slots > 0, what, ": ", slots, " slots");
+  const int64_t p = checked_pos(pos, what);
+  if (n) std::memcpy(base + (p % slots) * static_cast<int64_t>(n), src, n * sizeof(float));
+}
+
 }  // namespace
 
-void cpu_copy_to_slot(float* base, const int32_t* pos, int slots, const float* src, size_t n) {
-  DSV4_CHECK(slots > 0, "copy_to_slot: ", slots, " slots");
-  const int64_t p = checked_pos(pos, "copy_to_slot");
-  if (n) std::memcpy(base + (p % slots) * static_cast<int64_t>(n), src, n * sizeof(float));
+void cpu_finish_kv_at(CpuWeightCache& cache, float* kv, const TensorView& norm, int dim, double eps,
+                      const RopeTable& rope, const int32_t* pos, KvQuant variant, float* ring,
+                      int slots) {
+  cpu_rmsnorm(cache, kv, norm, 1, dim, eps, kv);
+  cpu_rope(kv, 1, 1, dim, rope, pos, false);
+  cpu_kv_act_quant(kv, 1, dim, rope.rope_dim, variant);
+  copy_to_slot(ring, pos, slots, kv, static_cast<size_t>(dim), "finish_kv_at");
 }
 
 void cpu_decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
@@ -48,15 +61,18 @@ void cpu_decode_index(const int32_t* pos, int ratio, int window, int tail_width,
 }
 
 void cpu_compress_at(CpuWeightCache& cache, const CompressorWeights& c, const int32_t* pos,
-                     float* pend_kv, float* pend_score, const RopeTable& rope, double norm_eps,
+                     const float* row_kv, const float* row_score, float* pend_kv,
+                     float* pend_score, const RopeTable& rope, double norm_eps,
                      const Numerics& num, float* store) {
   const int64_t p = checked_pos(pos, "compress_at");
   const int r = c.ratio;
   DSV4_CHECK(r > 0, "compress_at: ratio ", r);
-  if ((p + 1) % r != 0) return;
-  const int j = static_cast<int>(p / r);
   const size_t half = static_cast<size_t>(r) * c.latent();
   const size_t cur = c.overlap ? half : 0;
+  copy_to_slot(pend_kv + cur, pos, r, row_kv, c.latent(), "compress_at");
+  copy_to_slot(pend_score + cur, pos, r, row_score, c.latent(), "compress_at");
+  if ((p + 1) % r != 0) return;
+  const int j = static_cast<int>(p / r);
   cpu_compress_blocks(cache, c, pend_kv + cur, pend_score + cur, 1,
                       c.overlap ? pend_kv : nullptr, c.overlap ? pend_score : nullptr, j, rope,
                       norm_eps, num, store + static_cast<int64_t>(j) * c.d);

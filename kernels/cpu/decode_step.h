@@ -12,18 +12,22 @@
 
 namespace dsv4 {
 
-// base[(*pos mod slots) * n ..] = src[0 .. n).
-void cpu_copy_to_slot(float* base, const int32_t* pos, int slots, const float* src, size_t n);
+// Ops::finish_kv_at: cpu_rmsnorm, cpu_rope at *pos, cpu_kv_act_quant, then the ring slot.
+void cpu_finish_kv_at(CpuWeightCache& cache, float* kv, const TensorView& norm, int dim, double eps,
+                      const RopeTable& rope, const int32_t* pos, KvQuant variant, float* ring,
+                      int slots);
 
 // Ops::decode_index: the window row of kernels/index_laws, the coarse row (ratio > 4) and
 // -1 pads up to window + tail_width; n_visible[0] = (p+1)/4 for ratio 4.
 void cpu_decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
                       int32_t* n_visible);
 
-// Ops::compress_at: the block completed at *pos (if any) by cpu_compress_blocks into its
-// store row, then the overlap shift (cur -> prev).
+// Ops::compress_at: the rows to their pending slot, the block completed
+// at *pos (if any) by cpu_compress_blocks into its store row, then the overlap shift
+// (cur -> prev).
 void cpu_compress_at(CpuWeightCache& cache, const CompressorWeights& c, const int32_t* pos,
-                     float* pend_kv, float* pend_score, const RopeTable& rope, double norm_eps,
+                     const float* row_kv, const float* row_score, float* pend_kv,
+                     float* pend_score, const RopeTable& rope, double norm_eps,
                      const Numerics& num, float* store);
 
 }  // namespace dsv4

@@ -1,71 +1,158 @@
-// Compressor pooling and finishing (MODEL.md §4.16 steps 3-6, §6.4): the pool kernel,
-// then the same RMSNorm, rope and quantizer ops the rest of the backend uses.
-#include <algorithm>
+// Compressor pooling and finishing (MODEL.md §4.16 steps 3-6, §6.4) as one kernel: a block
+// pools one compressed row into shared memory, then norms, ropes and quantizes it
+// (cuda::finish_row: the rmsnorm, rope and quantizer ops' arithmetic and bits).
 #include <vector>
 
 #include "base/cuda_check.h"
-#include "kernels/cuda/cuda_ops.h"
 #include "base/error.h"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/finish_row.cuh"
 
 namespace dsv4 {
 
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kMaxEntries = 256;  // 2r (overlap) or r pool entries per output element
+using cuda::Finish;
+using cuda::FinishArgs;
 
-// One thread per (block b, dim e): softmax over the pool entries in f32 (exp, sum in entry
-// order, divide), then sum_i w_i v_i in entry order (f32 chain, serving arm).
-// kv, score [n_blocks*r, Lc] raw projections; prev [r, Lc] or null; pooled [n_blocks, d].
-__global__ void compressor_pool_kernel(const float* kv, const float* score, int n_blocks, int r, int d,
-                                       bool overlap, const float* prev_kv, const float* prev_score,
-                                       cuda::DenseW ape, float* pooled) {
-  const int lc = overlap ? 2 * d : d;
-  const int entries = overlap ? 2 * r : r;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < int64_t{n_blocks} * d;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int b = static_cast<int>(i / d), e = static_cast<int>(i % d);
-    const int64_t own = static_cast<int64_t>(b) * r;  // first own row
-    // Entry n: (logit, value) of §4.16 step 3; prev entries first when overlapping.
-    auto entry = [&](int n, float* logit, float* value) {
-      if (overlap && n < r) {
-        if (b >= 1) {
-          const int64_t row = (own - r + n) * lc;
-          *logit = score[row + e] + ape.at(static_cast<int64_t>(n) * lc + e);
-          *value = kv[row + e];
-        } else if (prev_kv) {
-          const int64_t row = static_cast<int64_t>(n) * lc;
-          *logit = prev_score[row + e] + ape.at(static_cast<int64_t>(n) * lc + e);
-          *value = prev_kv[row + e];
-        } else {  // block 0 without a predecessor: weight exactly 0
-          *logit = -INFINITY;
-          *value = 0.0f;
-        }
-        return;
+constexpr int kThreads = cuda::kFinishThreads;
+constexpr int kMaxEntries = 256;  // 2r (overlap) or r pool entries per output element
+constexpr int kMaxD = cuda::kMaxFinishDim;
+
+// Step 3's inputs: kv, score [n_blocks*r, Lc] raw projections; prev_kv, prev_score [r, Lc]
+// (block 0's predecessor when overlapping) or null.
+struct PoolIn {
+  const float* kv;
+  const float* score;
+  const float* prev_kv;
+  const float* prev_score;
+  cuda::DenseW ape;
+  int r, d;
+  bool overlap;
+};
+
+// Entry n of dim e of block b: (logit, value) of §4.16 step 3; prev entries first when
+// overlapping.
+__device__ void pool_entry(const PoolIn& in, int b, int e, int n, float* logit, float* value) {
+  const int r = in.r, d = in.d;
+  const int lc = in.overlap ? 2 * d : d;
+  const int64_t own = static_cast<int64_t>(b) * r;  // first own row
+  if (in.overlap && n < r) {
+    if (b >= 1) {
+      const int64_t row = (own - r + n) * lc;
+      *logit = in.score[row + e] + in.ape.at(static_cast<int64_t>(n) * lc + e);
+      *value = in.kv[row + e];
+    } else if (in.prev_kv) {
+      const int64_t row = static_cast<int64_t>(n) * lc;
+      *logit = in.prev_score[row + e] + in.ape.at(static_cast<int64_t>(n) * lc + e);
+      *value = in.prev_kv[row + e];
+    } else {  // block 0 without a predecessor: weight exactly 0
+      *logit = -INFINITY;
+      *value = 0.0f;
+    }
+    return;
+  }
+  const int own_i = in.overlap ? n - r : n;
+  const int col = in.overlap ? d + e : e;
+  const int64_t row = (own + own_i) * lc;
+  *logit = in.score[row + col] + in.ape.at(static_cast<int64_t>(own_i) * lc + col);
+  *value = in.kv[row + col];
+}
+
+// Dims a thread pools side by side: independent chains, so more loads in flight (a ratio-128
+// block reads 3 x 128 entries per dim in one CUDA block); the entry loops are unrolled by 8
+// for the same reason (each chain keeps its order: unrolling reorders loads, not sums).
+constexpr int kDimsPerThread = 2;
+
+// Step 3 of block b into row [d] (shared): per dim, softmax over the pool entries in f32
+// (max, then exp and sum in entry order, divide), then sum_i w_i v_i in entry order (f32
+// chain, serving arm). Thread t pools dims t + k * blockDim, as a plain stride loop would.
+__device__ void pool_row(const PoolIn& in, int b, float* row) {
+  const int entries = in.overlap ? 2 * in.r : in.r;
+  constexpr int K = kDimsPerThread;
+  const int stride = static_cast<int>(blockDim.x);
+  for (int e0 = threadIdx.x; e0 < in.d; e0 += K * stride) {
+    int e[K];
+    float m[K], den[K], acc[K], logit, value;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      e[k] = e0 + k * stride < in.d ? e0 + k * stride : e0;  // past d: a discarded twin
+      m[k] = -INFINITY;
+      den[k] = acc[k] = 0.0f;
+    }
+#pragma unroll 8
+    for (int n = 0; n < entries; ++n)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        pool_entry(in, b, e[k], n, &logit, &value);
+        m[k] = m[k] < logit ? logit : m[k];
       }
-      const int own_i = overlap ? n - r : n;
-      const int col = overlap ? d + e : e;
-      const int64_t row = (own + own_i) * lc;
-      *logit = score[row + col] + ape.at(static_cast<int64_t>(own_i) * lc + col);
-      *value = kv[row + col];
-    };
-    float logit, value;
-    float m = -INFINITY;
-    for (int n = 0; n < entries; ++n) {
-      entry(n, &logit, &value);
-      m = m < logit ? logit : m;
-    }
-    float den = 0.0f;
-    for (int n = 0; n < entries; ++n) {
-      entry(n, &logit, &value);
-      den += expf(logit - m);
-    }
-    float acc = 0.0f;
-    for (int n = 0; n < entries; ++n) {
-      entry(n, &logit, &value);
-      acc += (expf(logit - m) / den) * value;
-    }
-    pooled[i] = acc;
+#pragma unroll 8
+    for (int n = 0; n < entries; ++n)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        pool_entry(in, b, e[k], n, &logit, &value);
+        den[k] += expf(logit - m[k]);
+      }
+#pragma unroll 8
+    for (int n = 0; n < entries; ++n)
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        pool_entry(in, b, e[k], n, &logit, &value);
+        acc[k] += (expf(logit - m[k]) / den[k]) * value;
+      }
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (e0 + k * stride < in.d) row[e0 + k * stride] = acc[k];
+  }
+}
+
+// Block b of the call -> out + b*d, roped at its first token (first_block + b) * r. Each
+// thread pools and copies out the same elements e = tid + k*blockDim, so a block's next row
+// waits only on finish_row's barriers.
+__global__ void compress_blocks_kernel(PoolIn in, int n_blocks, int first_block, FinishArgs f, float* out) {
+  extern __shared__ float row[];  // [d]
+  __shared__ float red[cuda::kWarp];
+  const int d = in.d;
+  for (int b = blockIdx.x; b < n_blocks; b += gridDim.x) {
+    pool_row(in, b, row);
+    __syncthreads();
+    cuda::finish_row(row, d, f, static_cast<int64_t>(first_block + b) * in.r, red);
+    for (int e = threadIdx.x; e < d; e += blockDim.x) out[static_cast<int64_t>(b) * d + e] = row[e];
+  }
+}
+
+// compress_at in one block (issue 12: one launch at every position); nothing for p < 0 (its
+// rope rows are NaN). p's rows row_kv, row_score [Lc] go to pending slot p mod r of the own
+// rows (in.kv, in.score); when a block completes at p ((p+1) mod r == 0), it (prev rows at
+// pend when overlapping) is finished into store + (p / r) * d, then (overlap) the pending
+// rows [r, 2r) -> [0, r) of kv and score (half = r * Lc floats each).
+__global__ void compress_at_kernel(PoolIn in, const int32_t* pos, const float* row_kv, const float* row_score,
+                                   FinishArgs f, float* store, int64_t half, float* pend_kv, float* pend_score) {
+  const int64_t p = *pos;
+  if (p < 0) return;  // uniform: every thread reads the same p
+  const int d = in.d, lc = in.overlap ? 2 * d : d;
+  const int64_t slot = (in.overlap ? half : 0) + p % in.r * lc;  // in the own rows in.kv, in.score
+  float* slot_kv = pend_kv + slot;
+  float* slot_score = pend_score + slot;
+  for (int i = threadIdx.x; i < lc; i += blockDim.x) {
+    slot_kv[i] = row_kv[i];
+    slot_score[i] = row_score[i];
+  }
+  if ((p + 1) % in.r != 0) return;  // uniform
+  extern __shared__ float row[];    // [d]
+  __shared__ float red[cuda::kWarp];
+  __syncthreads();  // the pool reads the slot's row (global writes of the block are visible after it)
+  pool_row(in, 0, row);
+  __syncthreads();
+  cuda::finish_row(row, d, f, p / in.r * in.r, red);
+  float* dst = store + p / in.r * d;
+  for (int e = threadIdx.x; e < d; e += blockDim.x) dst[e] = row[e];
+  if (!in.overlap) return;
+  // Every pool read of the pending rows came before finish_row's barriers.
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    pend_kv[i] = pend_kv[half + i];
+    pend_score[i] = pend_score[half + i];
   }
 }
 
@@ -80,99 +167,71 @@ void check_compressor(const CompressorWeights& c) {
     throw Error(cat("compressor: ", c.norm.name, " must have ", c.d, " entries"));
   if ((c.overlap ? 2 : 1) * c.ratio > kMaxEntries)
     throw Error(cat("compressor ", c.ape.name, ": ratio ", c.ratio, " exceeds the CUDA pool limit"));
-}
-
-// compress_at's rope position: the first token (p / r) * r of the block p falls in.
-__global__ void step_block_position_kernel(const int32_t* pos, int r, int32_t* position) {
-  const int32_t p = *pos;
-  *position = p < 0 ? -1 : p / r * r;  // -1: a NaN row, never committed (p < 0 completes nothing)
-}
-
-// compress_at's effects when a block completes at p ((p+1) mod r == 0): the finished row
-// to store + (p / r) * d, then (overlap) pending rows [r, 2r) -> [0, r) of kv and score
-// (half = r * Lc floats each; the pool that read them ran before this kernel).
-__global__ void compress_commit_kernel(const int32_t* pos, int r, int d, const float* row, float* store,
-                                       bool overlap, int64_t half, float* pend_kv, float* pend_score) {
-  const int64_t p = *pos;
-  if (p < 0 || (p + 1) % r != 0) return;  // uniform: every thread reads the same p
-  float* dst = store + p / r * d;
-  const int64_t n = overlap ? (half > d ? half : d) : d;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
-    if (i < d) dst[i] = row[i];
-    if (overlap && i < half) {
-      pend_kv[i] = pend_kv[half + i];
-      pend_score[i] = pend_score[half + i];
-    }
-  }
+  if (c.d > kMaxD)
+    throw Error(cat("compressor ", c.ape.name, ": d = ", c.d, " exceeds the CUDA row limit ", kMaxD));
 }
 
 void check_rope_fit(const CompressorWeights& c, const RopeTable& rope) {
-  if (rope.rope_dim <= 0 || rope.rope_dim > c.d)
+  if (rope.rope_dim <= 0 || rope.rope_dim % 2 != 0 || rope.rope_dim > c.d)
     throw Error(cat("compressor ", c.ape.name, ": rope dim ", rope.rope_dim, " does not fit d = ", c.d));
 }
 
-}  // namespace
-
-void CudaOps::compress_rows(const CompressorWeights& c, const float* kv, const float* score, int n_blocks,
-                            const float* prev_kv, const float* prev_score, const int32_t* positions,
-                            const RopeTable& rope, double norm_eps, const Numerics& num, float* out) {
-  const int d = c.d;
-  const cuda::DenseW ape = dense(c.ape, c.latent());
-  const int64_t n = static_cast<int64_t>(n_blocks) * d;
-  compressor_pool_kernel<<<cuda::blocks_for(n, kThreads), kThreads, 0, stream_>>>(
-      kv, score, n_blocks, c.ratio, d, c.overlap, prev_kv, prev_score, ape, out);
-  DSV4_CUDA_LAUNCH_CHECK();
-  rmsnorm(out, c.norm, n_blocks, d, norm_eps, out);  // step 4
-  rope_dev(out, n_blocks, 1, d, rope, positions, false);  // step 5
-  if (c.rotate) {  // step 6, indexer: Hadamard + FP4, both skipped with indexer_quant none
-    if (num.indexer_quant == IndexerQuant::fp4) hadamard_fp4(out, n_blocks, d, true);
-  } else
-    kv_act_quant(out, n_blocks, d, rope.rope_dim, num.kv_quant);
+PoolIn pool_in(const CompressorWeights& c, cuda::DenseW ape, const float* kv, const float* score,
+               const float* prev_kv, const float* prev_score) {
+  return {kv, score, prev_kv, prev_score, ape, c.ratio, c.d, c.overlap};
 }
+
+// The checked parameters of steps 4-6 but the device norm weight and rope table (the
+// caller's); step 6 is skipped for an indexer with indexer_quant none.
+FinishArgs finish_args(const CompressorWeights& c, const RopeTable& rope, double norm_eps, const Numerics& num) {
+  check_compressor(c);
+  check_rope_fit(c, rope);
+  Finish how = num.kv_quant == KvQuant::e4m3 ? Finish::kv_e4m3 : Finish::kv_clamp;
+  if (c.rotate) how = num.indexer_quant == IndexerQuant::fp4 ? Finish::hadamard_fp4 : Finish::none;
+  if (how == Finish::hadamard_fp4) check_hadamard_dim(c.d);
+  else if (how != Finish::none) check_kv_quant_dims(c.d, rope.rope_dim);
+  return {{}, norm_eps, nullptr, rope.rope_dim, rope.positions, how, hadamard_scale(c.d)};
+}
+
+}  // namespace
 
 void CudaOps::compress_blocks(const CompressorWeights& c, const float* kv, const float* score,
                               int n_blocks, const float* prev_kv, const float* prev_score,
                               int first_block, const RopeTable& rope, double norm_eps,
                               const Numerics& num, float* out) {
   if (n_blocks <= 0) return;
-  check_compressor(c);
   DSV4_CHECK((prev_kv == nullptr) == (prev_score == nullptr), "prev kv/score must come together");
-  check_rope_fit(c, rope);
-  std::vector<int32_t> positions(static_cast<size_t>(n_blocks));  // step 5: first token j*r
-  for (int b = 0; b < n_blocks; ++b) {
-    positions[b] = (first_block + b) * c.ratio;
-    if (positions[b] < 0 || positions[b] >= rope.positions)
-      throw Error(cat("rope: position ", positions[b], " (row ", b, ") outside the table of ",
+  FinishArgs f = finish_args(c, rope, norm_eps, num);
+  for (int b = 0; b < n_blocks; ++b) {  // step 5: block j at its first token j*r
+    const int64_t position = static_cast<int64_t>(first_block + b) * c.ratio;
+    if (position < 0 || position >= rope.positions)
+      throw Error(cat("rope: position ", position, " (row ", b, ") outside the table of ",
                       rope.positions, " positions"));
   }
   activate();
-  compress_rows(c, kv, score, n_blocks, prev_kv, prev_score,
-                stage_i32(Slot::host_args2, positions.data(), positions.size()), rope, norm_eps, num, out);
+  f.norm = dense(c.norm, c.d);
+  f.fc = rope_table(rope);
+  const PoolIn in = pool_in(c, dense(c.ape, c.latent()), kv, score, prev_kv, prev_score);
+  const unsigned grid = static_cast<unsigned>(n_blocks > 65535 * 16 ? 65535 * 16 : n_blocks);
+  compress_blocks_kernel<<<grid, kThreads, c.d * sizeof(float), stream_>>>(in, n_blocks, first_block, f, out);
+  DSV4_CUDA_LAUNCH_CHECK();
 }
 
-// Issue 12: the same launches at every position. The candidate block (the one p falls in)
-// is pooled, normed, roped and quantized into a scratch row every step (one block: d
-// threads, a few us at most); only compress_commit_kernel depends on whether it completed.
-void CudaOps::compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
-                          float* pend_score, const RopeTable& rope, double norm_eps,
-                          const Numerics& num, float* store) {
-  check_compressor(c);
-  check_rope_fit(c, rope);
+// Issue 12: one launch at every position; the kernel reads p, writes the slot and pools
+// only when a block completes there.
+void CudaOps::compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
+                          const float* row_score, float* pend_kv, float* pend_score,
+                          const RopeTable& rope, double norm_eps, const Numerics& num, float* store) {
+  FinishArgs f = finish_args(c, rope, norm_eps, num);
   activate();
-  const int d = c.d, r = c.ratio;
-  const int64_t half = static_cast<int64_t>(r) * c.latent();
+  f.norm = dense(c.norm, c.d);
+  f.fc = rope_table(rope);
+  const int64_t half = static_cast<int64_t>(c.ratio) * c.latent();
   const int64_t cur = c.overlap ? half : 0;
-  // [0, 16): the rope position (16-byte aligned row after it); [16, 16 + 4d): the row.
-  auto* base = static_cast<uint8_t*>(scratch(Slot::step_block, 16 + static_cast<size_t>(d) * sizeof(float)));
-  auto* position = reinterpret_cast<int32_t*>(base);
-  auto* row = reinterpret_cast<float*>(base + 16);
-  step_block_position_kernel<<<1, 1, 0, stream_>>>(pos, r, position);
-  DSV4_CUDA_LAUNCH_CHECK();
-  compress_rows(c, pend_kv + cur, pend_score + cur, 1, c.overlap ? pend_kv : nullptr,
-                c.overlap ? pend_score : nullptr, position, rope, norm_eps, num, row);
-  const int64_t n = c.overlap ? std::max<int64_t>(half, d) : d;
-  compress_commit_kernel<<<cuda::blocks_for(n, kThreads), kThreads, 0, stream_>>>(
-      pos, r, d, row, store, c.overlap, half, pend_kv, pend_score);
+  const PoolIn in = pool_in(c, dense(c.ape, c.latent()), pend_kv + cur, pend_score + cur,
+                            c.overlap ? pend_kv : nullptr, c.overlap ? pend_score : nullptr);
+  compress_at_kernel<<<1, kThreads, c.d * sizeof(float), stream_>>>(in, pos, row_kv, row_score, f, store, half,
+                                                                     pend_kv, pend_score);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

@@ -53,6 +53,12 @@ CudaOps::CudaOps(int device, bool step_graphs) : device_(device), step_graphs_on
   activate();
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  main_ = stream_;
+  for (int k = 1; k < kOpLines; ++k) {
+    DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&lines_[k], cudaStreamNonBlocking));
+    DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&line_fork_[k], cudaEventDisableTiming));
+    DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&line_done_[k], cudaEventDisableTiming));
+  }
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&split_stream_, cudaStreamNonBlocking));
   DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&split_fork_, cudaEventDisableTiming));
   DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&split_done_, cudaEventDisableTiming));
@@ -62,22 +68,57 @@ CudaOps::CudaOps(int device, bool step_graphs) : device_(device), step_graphs_on
 CudaOps::~CudaOps() {
   // Destructors cannot throw: release what we own and ignore late errors.
   cudaSetDevice(device_);
-  if (stream_) cudaStreamSynchronize(stream_);
+  for (cudaStream_t s : lines_)
+    if (s) cudaStreamSynchronize(s);
+  if (main_) cudaStreamSynchronize(main_);
   if (split_stream_) cudaStreamSynchronize(split_stream_);
   graphs_ = StepGraphs<GraphExec>{};  // the graphs go before the memory they point to
   for (auto& [key, r] : weights_) cudaFree(r.ptr);
   for (auto& [key, r] : ropes_) cudaFree(r.ptr);
   for (auto& [key, e] : experts_) cudaFree(e.table.ptr);
   for (auto& [key, r] : hash_tables_) cudaFree(r.ptr);
-  for (auto& s : scratch_) cudaFree(s.ptr);
+  for (auto& line : scratch_)
+    for (auto& s : line) cudaFree(s.ptr);
   if (ring_) cudaFreeHost(ring_);
   if (split_done_) cudaEventDestroy(split_done_);
   if (split_fork_) cudaEventDestroy(split_fork_);
   if (split_stream_) cudaStreamDestroy(split_stream_);
-  if (stream_) cudaStreamDestroy(stream_);
+  for (int k = 1; k < kOpLines; ++k) {
+    if (line_done_[k]) cudaEventDestroy(line_done_[k]);
+    if (line_fork_[k]) cudaEventDestroy(line_fork_[k]);
+    if (lines_[k]) cudaStreamDestroy(lines_[k]);
+  }
+  if (main_) cudaStreamDestroy(main_);
 }
 
 void CudaOps::activate() const { DSV4_CUDA_CHECK(cudaSetDevice(device_)); }
+
+// Fork: line k waits for main_'s work so far (an event, so a capture takes the line in as
+// a parallel branch); join: main_ waits for every open line's work.
+void CudaOps::on_line(int line) {
+  require_op_line(line);
+  activate();
+  line_ = line;
+  if (line == 0) {
+    stream_ = main_;
+    return;
+  }
+  DSV4_CUDA_CHECK(cudaEventRecord(line_fork_[line], main_));
+  DSV4_CUDA_CHECK(cudaStreamWaitEvent(lines_[line], line_fork_[line], 0));
+  stream_ = lines_[line];
+  lines_open_ |= 1u << line;
+}
+
+void CudaOps::join_lines() {
+  for (int k = 1; k < kOpLines; ++k)
+    if (lines_open_ & (1u << k)) {
+      DSV4_CUDA_CHECK(cudaEventRecord(line_done_[k], lines_[k]));
+      DSV4_CUDA_CHECK(cudaStreamWaitEvent(main_, line_done_[k], 0));
+    }
+  lines_open_ = 0;
+  line_ = 0;
+  stream_ = main_;
+}
 
 void CudaOps::join_split() {
   if (!split_pending_) return;
@@ -94,6 +135,7 @@ void CudaOps::join_split() {
 void* CudaOps::alloc_zeroed(size_t bytes) {
   refuse_in_capture("alloc", bytes);
   activate();
+  join_lines();
   void* p = nullptr;
   if (bytes > 0) {
     DSV4_CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -144,6 +186,7 @@ void CudaOps::upload_bytes(void* dst, const void* host, size_t bytes) {
   if (bytes == 0) return;
   refuse_in_capture("upload", bytes);  // a replay would copy the ring slot's later bytes
   activate();
+  join_lines();  // the ring's wrap waits for main_ alone
   if (bytes > kUploadRing) {  // larger than the ring (load-time tables): a staged pageable copy
     DSV4_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_));
     return;
@@ -164,6 +207,7 @@ void CudaOps::download(float* host, const float* src, size_t n) {
   if (n == 0) return;
   refuse_in_capture("download", n * sizeof(float));
   activate();
+  join_lines();
   join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -177,6 +221,7 @@ void CudaOps::download_i32(int32_t* host, const int32_t* src, size_t n) {
   if (n == 0) return;
   refuse_in_capture("download_i32", n * sizeof(int32_t));
   activate();
+  join_lines();
   join_split();
   DSV4_CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -185,12 +230,13 @@ void CudaOps::download_i32(int32_t* host, const int32_t* src, size_t n) {
 void CudaOps::synchronize() {
   refuse_in_capture("synchronize", 0);
   activate();
+  join_lines();
   join_split();
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void* CudaOps::scratch(Slot slot, size_t bytes) {
-  Scratch& s = scratch_[static_cast<int>(slot)];
+  Scratch& s = scratch_[line_][static_cast<int>(slot)];
   if (bytes > s.bytes) {
     refuse_in_capture("scratch growth", bytes);  // the warm-up step grows every slot
     activate();

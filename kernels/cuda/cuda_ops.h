@@ -78,6 +78,10 @@ class CudaOps final : public Ops {
             const int32_t* positions, bool inverse) override;
   void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                 const int32_t* positions, bool inverse) override;
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                         const int32_t* positions) override;
+  void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                             const int32_t* positions) override;
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override;
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
 
@@ -132,26 +136,28 @@ class CudaOps final : public Ops {
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
 
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override;
+  void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
+                    const int32_t* pos, KvQuant variant, float* ring, int slots) override;
   void decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
                     int32_t* n_visible) override;
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pend_kv,
-                   float* pend_score, const RopeTable& rope, double norm_eps,
-                   const Numerics& num, float* store) override;
+  void compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
+                   const float* row_score, float* pend_kv, float* pend_score,
+                   const RopeTable& rope, double norm_eps, const Numerics& num,
+                   float* store) override;
 
   void argmax(const float* logits, int rows, int64_t n, int32_t* out) override;
 
   void run_step(const StepKey& key, const std::function<void()>& body) override;
   StepGraphCounts step_graph_counts() const override { return graphs_.counts(); }
+  void on_line(int line) override;
+  void join_lines() override;
 
  private:
   // Grow-only device scratch, one per purpose, reused across calls (stream-ordered).
-  // step_block: compress_at's block row and its rope position (issue 12). hc_part: hc_pre's
-  // mix partials, which the Sinkhorn split reads on split_stream_ (its own slot: no other
-  // op may reuse it while the split runs). gemm_*: the prefill GEMMs' bf16 weight, bf16
-  // activation terms and cuBLASLt workspace.
-  enum class Slot { host_args, host_args2, f32_a, f32_b, step_block, hc_part, gemm_w, gemm_x, gemm_ws, count };
+  // hc_part: hc_pre's mix partials, which the Sinkhorn split reads on split_stream_ (its
+  // own slot: no other op may reuse it while the split runs). gemm_*: the prefill GEMMs'
+  // bf16 weight, bf16 activation terms and cuBLASLt workspace.
+  enum class Slot { host_args, f32_a, f32_b, hc_part, gemm_w, gemm_x, gemm_ws, count };
 
   void activate() const;  // cudaSetDevice(device_)
   // hc_pre's Sinkhorn split (post, comb) runs on split_stream_, off the critical path
@@ -200,11 +206,6 @@ class CudaOps final : public Ops {
   // Device copy of a hash layer's tid2eid [V, k], checked once against [0, n_experts);
   // keyed by the block's gate weight (the table's own vector has no storage identity).
   const int32_t* hash_table(const BlockWeights& b, int n_experts, int k);
-  // The pool, norm, rope and quantizer of compress_blocks at rope positions `positions`
-  // (backend [n_blocks]).
-  void compress_rows(const CompressorWeights& c, const float* kv, const float* score, int n_blocks,
-                     const float* prev_kv, const float* prev_score, const int32_t* positions,
-                     const RopeTable& rope, double norm_eps, const Numerics& num, float* out);
 
   // The GEMV family of linear.cuh: one problem (groups on grid.z), its fast path (false,
   // nothing launched, when x's layout does not allow 128-bit loads), and the plain case
@@ -226,7 +227,13 @@ class CudaOps final : public Ops {
 
   int device_ = 0;
   int sm_count_ = 0;  // multiprocessors of the device (the GEMV's split rule)
+  // stream_ is the stream of the current line (Ops::on_line): main_ or lines_[line_].
   cudaStream_t stream_ = nullptr;
+  cudaStream_t main_ = nullptr;
+  cudaStream_t lines_[kOpLines] = {};  // [0] unused: line 0 is main_
+  cudaEvent_t line_fork_[kOpLines] = {}, line_done_[kOpLines] = {};
+  int line_ = 0;
+  unsigned lines_open_ = 0;  // bit k: line k has work main_ has not joined
   cudaStream_t split_stream_ = nullptr;
   cudaEvent_t split_fork_ = nullptr, split_done_ = nullptr;
   bool split_pending_ = false;
@@ -245,7 +252,7 @@ class CudaOps final : public Ops {
   std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
   std::map<Key, Resident> hash_tables_;  // keyed by the gate weight's bytes
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };
-  Scratch scratch_[static_cast<int>(Slot::count)];
+  Scratch scratch_[kOpLines][static_cast<int>(Slot::count)];  // per line: lines run at once
   uint8_t* ring_ = nullptr;  // pinned host memory, kUploadRing bytes
   // cuBLASLt handle and the algorithm chosen per shape, made on first use (a shared_ptr
   // so this header needs no cuBLASLt types; gemm_prefill.cu owns the deleter).

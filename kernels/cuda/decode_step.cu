@@ -4,6 +4,7 @@
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/finish_row.cuh"
 
 namespace dsv4 {
 
@@ -12,13 +13,22 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kOverlapRatio = 4;  // the indexer's ratio: its tail is the top-k's
 
-// base[(p mod slots) * n + i] = src[i]; nothing for p < 0 (its rope rows are NaN).
-__global__ void copy_to_slot_kernel(float* base, const int32_t* pos, int slots, const float* src, int64_t n) {
+// Ops::finish_kv_at in one block of kFinishThreads: kv [dim] finished at p (cuda::finish_row:
+// the rmsnorm, rope_dev and kv_act_quant ops' bits) back into kv and, for p >= 0, into ring
+// slot p mod slots (nothing for p < 0: its rope dims are NaN).
+__global__ void finish_kv_at_kernel(float* kv, int dim, cuda::FinishArgs f, const int32_t* pos, float* ring,
+                                    int slots) {
+  extern __shared__ float row[];  // [dim]
+  __shared__ float red[cuda::kWarp];
   const int64_t p = *pos;
-  if (p < 0) return;  // uniform
-  float* dst = base + (p % slots) * n;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    dst[i] = src[i];
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = kv[i];
+  __syncthreads();
+  cuda::finish_row(row, dim, f, p, red);
+  float* dst = p < 0 ? nullptr : ring + p % slots * dim;  // uniform
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    kv[i] = row[i];
+    if (dst) dst[i] = row[i];
+  }
 }
 
 // MODEL.md §4.15 / §6.3 window part (kernels/index_laws.cpp window_row with ring slots q mod W),
@@ -45,12 +55,19 @@ __global__ void decode_index_kernel(const int32_t* pos, int ratio, int window, i
 
 }  // namespace
 
-void CudaOps::copy_to_slot(float* base, const int32_t* pos, int slots, const float* src, size_t n) {
-  DSV4_CHECK(slots > 0, "copy_to_slot: ", slots, " slots");
-  if (n == 0) return;
+void CudaOps::finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
+                           const int32_t* pos, KvQuant variant, float* ring, int slots) {
+  const int rd = rope.rope_dim;
+  DSV4_CHECK(slots > 0, "finish_kv_at: ", slots, " slots");
+  DSV4_CHECK(dim > 0 && dim <= cuda::kMaxFinishDim, "finish_kv_at: dim ", dim);
+  DSV4_CHECK(rd > 0 && rd % 2 == 0 && rd <= dim, "rope_dim=", rd, " dim=", dim);
+  check_kv_quant_dims(dim, rd);
+  if (norm.numel() != dim)
+    throw Error(cat("finish_kv_at: weight '", norm.name, "' has ", norm.numel(), " elements, rows have ", dim));
   activate();
-  copy_to_slot_kernel<<<cuda::blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_>>>(
-      base, pos, slots, src, static_cast<int64_t>(n));
+  const cuda::FinishArgs f{dense(norm, dim), eps, rope_table(rope), rd, rope.positions,
+                           variant == KvQuant::e4m3 ? cuda::Finish::kv_e4m3 : cuda::Finish::kv_clamp, 0.0f};
+  finish_kv_at_kernel<<<1, cuda::kFinishThreads, dim * sizeof(float), stream_>>>(kv, dim, f, pos, ring, slots);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

@@ -152,7 +152,8 @@ class LtGemm {
     DSV4_CHECK(chosen != nullptr, "prefill GEMM of '", p.name, "' run without an algorithm");
     Descriptors ds;
     describe(p, ds);
-    lt_check(cublasLtMatmul(handle_, ds.op, &p.alpha, p.w, ds.a, xb, ds.b, &beta, p.a.y, ds.d, p.a.y, ds.d,
+    const float alpha = 1.0f;
+    lt_check(cublasLtMatmul(handle_, ds.op, &alpha, p.w, ds.a, xb, ds.b, &beta, p.a.y, ds.d, p.a.y, ds.d,
                             chosen, ws, kLtWorkspace, stream),
              "cublasLtMatmul", p.name);
   }
@@ -254,7 +255,6 @@ void CudaOps::gemm(cuda::GemmProblem p) {
   bool tensor_cores = true;
   for (int t = 0; t < terms; ++t) tensor_cores = tensor_cores && lt_->supports(p, xb + t * n);
   if (!tensor_cores) {  // strides cuBLASLt has no kernel for: the same product by the GEMV
-    DSV4_CHECK(p.alpha == 1.0f, "prefill GEMM of '", p.name, "': no cuBLASLt algorithm for a scaled product");
     gemv(cuda::DenseW{p.w, true, p.a.k_in}, p.a, p.batches);
     return;
   }

@@ -1,5 +1,4 @@
-// The prefill GEMM problem (gemm_prefill.cu: CudaOps::gemm runs one; moe_prefill.cu
-// builds them per expert).
+// The prefill GEMM problem (gemm_prefill.cu: CudaOps::gemm runs one).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,7 +15,6 @@ struct GemmProblem {
   const uint16_t* w = nullptr;
   GemvArgs a;
   int batches = 1;
-  float alpha = 1.0f;  // y = alpha (w x): NVFP4's per-tensor scale_2 (moe_prefill.cu)
   std::string name;
 };
 

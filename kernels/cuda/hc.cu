@@ -1,7 +1,7 @@
 // Hyper-connection ops (MODEL.md §4.4, §4.5, §4.25 steps 1-3, SPECDECODE.md §2.3).
 // hc_pre / hc_head: the mix partials (every (row, mix) dot split over fixed 128-column
 // slices, f64), then per row the fixed-order combine of the slices feeding the collapse
-// blocks (y) and, for hc_pre, one split block (the f64 Sinkhorn, every arm §3.2) launched on
+// blocks (y) and, for hc_pre, the split (a warp per row: the f64 Sinkhorn, every arm §3.2) launched on
 // the split stream so the serial chain runs beside the attention / MoE that need only y
 // (CudaOps::join_split). The slices, the combine tree and the row tiles are fixed by the
 // shapes, never by the row count (§6.3). Collapse / post / mean are elementwise in the
@@ -22,6 +22,8 @@ constexpr int kMaxSums = (2 + kMaxHc) * kMaxHc + 1;  // the mixes and the sum of
 constexpr int kSlice = 128;                          // columns of one mix partial
 constexpr int kPerLane = kSlice / cuda::kWarp;
 constexpr int kRowTile = 8;        // rows of h a mix-partial block stages at a time
+constexpr int kMixRowBlocks = 16;  // mix-partial blocks per slice: each walks its row tiles
+                                   // (fn loaded once per block, not once per 8 rows)
 constexpr int kMaxThreads = 1024;  // one warp per sum where it fits
 constexpr int kMaxWarps = kMaxThreads / cuda::kWarp;
 constexpr int kSumsPerWarp = (kMaxSums + kMaxWarps - 1) / kMaxWarps;
@@ -169,43 +171,67 @@ __device__ void hc_split_row(const double* raw, double rs, int64_t t, int hc, co
     if (lane + r * cuda::kWarp < n) a.comb[t * n + lane + r * cuda::kWarp] = static_cast<float>(v[r]);
 }
 
-// Grid (collapse blocks, rows) when a.post is null, (1 split block, rows) when it is set;
-// blockDim.x columns a block.
-// raw[j] = the slices of part summed lane-strided in ascending slice, then the butterfly;
-// rs = 1/sqrt(raw[m] / width + norm_eps) (§4.4 step 1). Collapse blocks: pre[c] =
-// sigma(mix(c) scale[0] + base[c]) + hc_eps rounded to f32 (§4.4 step 2 / §4.25 step 2),
-// y[t,d] = sum_c pre[c] h[t,c,d] in ascending c, f32 (§4.4 step 3). The split block: post, comb.
+// raw[j] = the slices of row t's partial j summed lane-strided in ascending slice, then the
+// butterfly (one warp, the same order wherever it runs).
+__device__ double mix_sum(const double* part, int64_t slices, int64_t t, int m, int j) {
+  const double* pj = part + (t * (m + 1) + j) * slices;
+  double r = 0.0;
+  for (int64_t s = threadIdx.x % cuda::kWarp; s < slices; s += cuda::kWarp) r += pj[s];
+  return cuda::warp_sum(r);
+}
+
+// rs = 1/sqrt(raw[m] / width + norm_eps) (§4.4 step 1).
+__device__ double mix_rs(const double* raw, int m, int hc, int hidden, double norm_eps) {
+  return 1.0 / sqrt(raw[m] / static_cast<double>(int64_t{hc} * hidden) + norm_eps);
+}
+
+// §4.4 step 2's post and comb for kSplitWarps rows a block: the block's warps share out the
+// rows' (m + 1) mix sums (one warp per sum, so a decode row's 25 take ~3 per warp), then
+// warp w runs row t0 + w's Sinkhorn chain. A chain is serial, so a prefill chunk's rows run
+// side by side warp by warp (not one 1024-thread block per row with one warp working).
+constexpr int kSplitWarps = 8;
+__global__ void __launch_bounds__(kSplitWarps * cuda::kWarp)
+hc_split_kernel(const double* part, int64_t slices, int64_t rows, int hc, int hidden, int m, double norm_eps,
+                SplitArgs a) {
+  __shared__ double raw[kSplitWarps][kMaxSums];
+  __shared__ double mat[kSplitWarps][kMaxHc * kMaxHc];
+  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
+  for (int64_t t0 = int64_t{blockIdx.x} * kSplitWarps; t0 < rows; t0 += int64_t{gridDim.x} * kSplitWarps) {
+    const int n = rows - t0 < kSplitWarps ? static_cast<int>(rows - t0) : kSplitWarps;  // rows here
+    __syncthreads();  // the previous rows' raw is read
+    for (int q = warp; q < n * (m + 1); q += kSplitWarps) {  // warp-uniform
+      const double r = mix_sum(part, slices, t0 + q / (m + 1), m, q % (m + 1));
+      if (lane == 0) raw[q / (m + 1)][q % (m + 1)] = r;
+    }
+    __syncthreads();
+    if (warp < n) hc_split_row(raw[warp], mix_rs(raw[warp], m, hc, hidden, norm_eps), t0 + warp, hc, a, mat[warp]);
+  }
+}
+
+// Grid (collapse blocks, rows), blockDim.x columns a block: pre[c] = sigma(mix(c) scale[0]
+// + base[c]) + hc_eps rounded to f32 (§4.4 step 2 / §4.25 step 2), y[t,d] = sum_c pre[c]
+// h[t,c,d] in ascending c, f32 (§4.4 step 3).
 __global__ void __launch_bounds__(kMaxThreads)
 hc_apply_kernel(const float* h, const double* part, int64_t slices, int64_t rows, int hc, int hidden,
                 int m, double norm_eps, SplitArgs a, float* y) {
   __shared__ double raw[kMaxSums];
   __shared__ float pre[kMaxHc];
-  __shared__ double mat[kMaxHc * kMaxHc];
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int warps = blockDim.x / cuda::kWarp;
-  const bool split = a.post != nullptr;  // grid-uniform
   const int64_t d = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  const bool col = !split && d < hidden;
+  const bool col = d < hidden;
   for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
     float x[kMaxHc];  // loaded first: these loads overlap the combine's
 #pragma unroll
     for (int c = 0; c < kMaxHc; ++c) x[c] = col && c < hc ? h[(t * hc + c) * hidden + d] : 0.0f;
     __syncthreads();  // the previous row's raw / pre are read
-    const int sums = split ? m + 1 : hc + 1;  // collapse blocks: the pre mixes and the sum of squares
-    for (int q = warp; q < sums; q += warps) {  // warp-uniform
-      const int j = split || q < hc ? q : m;
-      const double* pj = part + (t * (m + 1) + j) * slices;
-      double r = 0.0;
-      for (int64_t s = lane; s < slices; s += cuda::kWarp) r += pj[s];
-      r = cuda::warp_sum(r);
+    for (int q = warp; q < hc + 1; q += warps) {  // warp-uniform: the pre mixes and the sum of squares
+      const int j = q < hc ? q : m;
+      const double r = mix_sum(part, slices, t, m, j);
       if (lane == 0) raw[j] = r;
     }
     __syncthreads();
-    const double rs = 1.0 / sqrt(raw[m] / static_cast<double>(int64_t{hc} * hidden) + norm_eps);
-    if (split) {
-      if (warp == 0) hc_split_row(raw, rs, t, hc, a, mat);
-      continue;
-    }
+    const double rs = mix_rs(raw, m, hc, hidden, norm_eps);
     if (threadIdx.x < hc)
       pre[threadIdx.x] = static_cast<float>(
           sigmoid((raw[threadIdx.x] * rs) * static_cast<double>(a.scale.at(0)) + a.base.at(threadIdx.x)) + a.hc_eps);
@@ -261,22 +287,21 @@ void launch_mix_collapse(cudaStream_t stream, const float* h, int s, int hc, int
                          const SplitLaunch* side, double* part, float* y) {
   const int64_t width = static_cast<int64_t>(hc) * hidden, slices = slices_of(width);
   const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
-  const dim3 mix_grid(static_cast<unsigned>(slices), cuda::grid_rows((s + kRowTile - 1) / kRowTile));
+  const dim3 mix_grid(static_cast<unsigned>(slices),
+                      static_cast<unsigned>(std::min<int64_t>((s + kRowTile - 1) / kRowTile, kMixRowBlocks)));
   hc_mix_partial_kernel<<<mix_grid, mix_threads, 0, stream>>>(h, s, width, fn, m, part);
   DSV4_CUDA_LAUNCH_CHECK();
   if (a.post) {
     DSV4_CUDA_CHECK(cudaEventRecord(side->fork, stream));
     DSV4_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
-    hc_apply_kernel<<<dim3(1, cuda::grid_rows(s)), kMaxThreads, 0, side->stream>>>(
-        h, part, slices, s, hc, hidden, m, norm_eps, a, y);
+    hc_split_kernel<<<cuda::grid_rows((s + kSplitWarps - 1) / kSplitWarps), kSplitWarps * cuda::kWarp, 0,
+                      side->stream>>>(part, slices, s, hc, hidden, m, norm_eps, a);
     DSV4_CUDA_LAUNCH_CHECK();
     DSV4_CUDA_CHECK(cudaEventRecord(side->done, side->stream));
   }
-  SplitArgs collapse = a;
-  collapse.post = collapse.comb = nullptr;
   const int collapse_blocks = (hidden + kMaxThreads - 1) / kMaxThreads;
   hc_apply_kernel<<<dim3(collapse_blocks, cuda::grid_rows(s)), kMaxThreads, 0, stream>>>(
-      h, part, slices, s, hc, hidden, m, norm_eps, collapse, y);
+      h, part, slices, s, hc, hidden, m, norm_eps, a, y);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,6 +1,10 @@
 // The GEMV kernel family of MODEL.md §3.3 (L-bf16 and L-island, serving arm: f32
 // accumulation), built to stream each weight once at the memory bandwidth (issue 12).
 //
+// FP8 weights of 8 MiB and more (wq_b, wo_a, wo_b, the shared expert, the indexer's wq_b)
+// take the tensor-core kernel (gemv_tc.cuh: 16 weight rows x up to 8 rows per mma tile, so
+// 1..8 rows cost about what one row costs); the rest take the CUDA-core path:
+//
 // Fast path (weight rows of whole 16-byte chunks, x rows 16-byte aligned): a set of
 // `splits` warps computes NO adjacent outputs n for up to R rows at once. Virtual lane
 // v = split * 32 + lane reads chunks v, v + 32*splits, ... of each of its NO weight rows
@@ -14,7 +18,7 @@
 // the splits in ascending order. Two kernels run that arithmetic: the chunk kernel (one
 // output set per warp set; weights under 8 MiB, where one wave of short-lived blocks wins)
 // and the persistent kernel (resident blocks walk the output sets and load the next chunk
-// group before using the current one; weights of 8 MiB and more, at every row count).
+// group before using the current one; BF16 / F32 weights of 8 MiB and more, every row count).
 // `splits` is chosen from the weight's shape and the device alone (enough warps to fill
 // it), the kernel from the shape and the row count, and the per-row arithmetic depends on
 // neither R nor the other rows, so a row of a T-row call is bit-identical to the same row
@@ -26,6 +30,8 @@
 
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemv_args.cuh"
+#include "kernels/cuda/gemv_tc.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -34,8 +40,6 @@
 namespace dsv4 {
 namespace cuda {
 
-constexpr int kGemvWarps = 8;  // warps per block
-constexpr int kGemvThreads = kGemvWarps * kWarp;
 constexpr int kGemvOutputs = 2;  // NO: outputs per warp set (x chunks reused NO times)
 constexpr int kGemvAhead = 2;    // U: chunks in flight per weight row and lane (dsv4-dev-gemv)
 constexpr int kGemvRows = 8;     // R of the multi-row instantiation (verify rounds)
@@ -49,21 +53,6 @@ constexpr int kPersistAhead = 1, kPersistBlocks = 2;
 constexpr int kPersistOutputs = 4, kPersistWideOutputs = 8;
 constexpr int64_t kPersistMinChunks = int64_t{1} << 19;   // 8 MiB of 16-byte chunks
 constexpr int64_t kPersistWideChunks = int64_t{1} << 21;  // 32 MiB
-
-// One GEMV problem, G groups on grid.z (grouped wo_a, §4.21): for group g, output n < n_out,
-// row r < rows: y[r*y_stride + g*y_group + n] = sum_k a(x[r*x_stride + g*x_group + k]) *
-// W(w_row0 + g*w_group + n, k), k < k_in; a = bf16 rounding when act_bf16 (L-bf16).
-struct GemvArgs {
-  const float* x = nullptr;
-  int64_t x_stride = 0, x_group = 0;
-  float* y = nullptr;
-  int64_t y_stride = 0, y_group = 0;
-  int64_t w_row0 = 0, w_group = 0;
-  int64_t k_in = 0, n_out = 0;
-  int rows = 0;
-  int splits = 1;  // warps per output set (fast path), a power of two <= kGemvWarps
-  bool act_bf16 = false;
-};
 
 // ---- fallback ----
 
@@ -86,8 +75,6 @@ __global__ void gemv_kernel(W w, GemvArgs a) {
 }
 
 // ---- 16-byte chunk decoders: chunk (r, c0) holds W(r, c0 .. c0 + kVec) ----
-
-__device__ inline uint4 load_chunk(const void* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 
 struct Fp8Chunks {  // §3.4: e4m3(code) * e8m0(block scale); a chunk lies in one 128-block
   static constexpr int kVec = 16;
@@ -319,8 +306,6 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_persist_kernel(C
   }
 }
 
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // The fast-path decoder of a weight, when its layout allows one (else false).
 inline bool chunks_of(const Fp8W& w, Fp8Chunks& c) {
   c.w = w;
@@ -361,12 +346,8 @@ void launch_gemv_persist(const C& c, const GemvArgs& a, int groups, int sm_count
         &n, gemv_persist_kernel<C, R, NO, U, MinBlocks>, kGemvThreads, 0));
     return n;
   }();
-  const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
-  const int64_t need = (sets + per_block - 1) / per_block;
-  const unsigned gy = static_cast<unsigned>((a.rows + R - 1) / R);
-  const int64_t resident = std::max<int64_t>(1, int64_t{sm_count} * per_sm / (int64_t{groups} * gy));
-  const unsigned gx = static_cast<unsigned>(std::min(need, resident));
-  gemv_persist_kernel<C, R, NO, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
+  const dim3 grid = resident_gemv_grid(a, (a.n_out + NO - 1) / NO, R, groups, sm_count, per_sm);
+  gemv_persist_kernel<C, R, NO, U, MinBlocks><<<grid, kGemvThreads, 0, stream>>>(c, a);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
@@ -427,6 +408,13 @@ void CudaOps::gemv(const W& w, const cuda::GemvArgs& a, int groups) {
   if (a.rows == 0 || a.n_out == 0 || groups == 0) return;
   activate();
   if constexpr (std::is_same_v<W, cuda::Fp8W>) {
+    // Weights of 8 MiB and more on the tensor cores (a function of the shape: R-I3).
+    if (cuda::tc_layout(w, a) && a.n_out * groups * a.k_in >= cuda::kTcMinBytes) {
+      const cuda::TcFp8Run run{w};
+      if (a.act_bf16) cuda::launch_gemv_tc_auto<cuda::TcFp8Run, 1>(run, a, groups, sm_count_, stream_);
+      else cuda::launch_gemv_tc_auto<cuda::TcFp8Run, 3>(run, a, groups, sm_count_, stream_);
+      return;
+    }
     cuda::Fp8Chunks c;
     if (cuda::chunks_of(w, c) && gemv_chunks(c, a, groups)) return;
   } else if constexpr (std::is_same_v<W, cuda::DenseW>) {

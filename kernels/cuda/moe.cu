@@ -12,6 +12,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cuda/expert_mma.cuh"
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/quant.cuh"
 #include "kernels/cuda/swiglu.cuh"
@@ -23,15 +24,19 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / cuda::kWarp;
+static_assert(kWarps == cuda::kKWarps, "warp w holds the K partial of chunks w, w + 8, ...");
 constexpr int kFp8Block = 128;  // §4.9 activation block
 constexpr int kMaxK = 16;       // experts per token
 constexpr int kMoeChunk = 256;  // rows per pass, bounds the scratch
-constexpr int kCols = 8;        // slots per tile: the n8 of the mma
-constexpr int kTileRows = 16;   // weight rows per block: the m16 of the mma
-constexpr int kChunk = 128;     // K per lane group and chunk: 4 lanes x one 32-element run
+constexpr int kCols = cuda::kMmaCols;       // slots per tile
+constexpr int kTileRows = cuda::kMmaRows;   // weight rows per block
+constexpr int kChunk = cuda::kKChunk;
 constexpr int kAhead = 2;       // chunks per warp loaded before the first is used
+constexpr int kSharedLine = 1;  // the shared expert's line (Ops::on_line), beside the routed ones
 
-using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh, shared with moe_prefill.cu)
+using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh)
+using cuda::a_fragments;
+using cuda::mma_m16n8k16_bf16;
 
 // §4.9 as values, one warp per (row, 128-block): y [rows, K] = e4m3(x / s) * s (may alias
 // x). The scale s is a power of two (pow2ceil), so q * s is exact and the expert kernel
@@ -105,45 +110,6 @@ __global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* se
   }
 }
 
-// ---- e2m1 -> bf16 (CHECKPOINT.md §3.5) and the mma ----
-
-// Low / high bytes of bf16(|e2m1|) for magnitude codes 0-3 and 4-7 (0, .5, 1, 1.5 | 2, 3,
-// 4, 6 = 0x0000 0x3F00 0x3F80 0x3FC0 | 0x4000 0x4040 0x4080 0x40C0), as prmt tables.
-constexpr uint32_t kLo03 = 0xC0800000u, kLo47 = 0xC0804000u;
-constexpr uint32_t kHi03 = 0x3F3F3F00u, kHi47 = 0x40404040u;
-constexpr uint32_t kSigns = 0x80008000u;
-
-// The 8 e2m1 codes of `w` (nibble i = element i) as exact bf16x2 pairs, low half first:
-// r[j] = {n_j, n_(j+4)}. Pairing j with j + 4 puts both sign bits 4j + 3 and 4j + 19 one
-// shift away from bits 15 and 31. Two byte lookups per 4 codes (magnitudes; the selector's
-// bit 3 is cleared first), one interleave per pair: ~2.3 instructions per code.
-__device__ inline void e2m1x8_to_bf16x2(uint32_t w, uint32_t (&r)[4]) {
-  const uint32_t mag = w & 0x77777777u;
-  const uint32_t sel_a = __byte_perm(mag, 0, 0x0020);  // nibbles n0 n1 n4 n5
-  const uint32_t sel_b = __byte_perm(mag, 0, 0x0031);  // nibbles n2 n3 n6 n7
-  const uint32_t lo_a = __byte_perm(kLo03, kLo47, sel_a), hi_a = __byte_perm(kHi03, kHi47, sel_a);
-  const uint32_t lo_b = __byte_perm(kLo03, kLo47, sel_b), hi_b = __byte_perm(kHi03, kHi47, sel_b);
-  r[0] = __byte_perm(lo_a, hi_a, 0x6240) | ((w << 12) & kSigns);
-  r[1] = __byte_perm(lo_a, hi_a, 0x7351) | ((w << 8) & kSigns);
-  r[2] = __byte_perm(lo_b, hi_b, 0x6240) | ((w << 4) & kSigns);
-  r[3] = __byte_perm(lo_b, hi_b, 0x7351) | (w & kSigns);
-}
-
-__device__ inline uint32_t bits(__nv_bfloat162 v) { return *reinterpret_cast<const uint32_t*>(&v); }
-__device__ inline __nv_bfloat162 pair(uint32_t v) { return *reinterpret_cast<const __nv_bfloat162*>(&v); }
-
-// {lo, hi} rounded to bf16 (RNE, the L-bf16 rounding of §3.3).
-__device__ inline uint32_t bf16x2(float lo, float hi) { return bits(__floats2bfloat162_rn(lo, hi)); }
-
-// d += A B for one m16n8k16 step (PTX ISA "mma.m16n8k16" fragment layouts).
-__device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // x[0 .. 8) (16-byte aligned: two float4 loads; else scalar loads, same values).
 __device__ inline void load8(const float* x, float (&v)[8]) {
   if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
@@ -152,22 +118,6 @@ __device__ inline void load8(const float* x, float (&v)[8]) {
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = x[i];
-  }
-}
-
-// The block scales of a run's two 16-element halves as bf16x2 pairs {s, s}: e8m0 (MXFP4,
-// §3.6, one group: both halves the same) or e4m3 (NVFP4, §3.7, by the hardware e4m3x2 ->
-// f16x2 conversion; weight_scale_2 is applied to the sum). Exact: a power of two, or 4
-// significant bits, both within bf16; so is its product with an e2m1 value (<= 6 bits),
-// which is the CPU reference's dequantized weight wherever that is a normal f32.
-__device__ inline void scale_pairs(const cuda::Fp4W& w, const uint8_t (&code)[2], __nv_bfloat162 (&s)[2]) {
-  if (w.nv) {
-    const auto codes = static_cast<__nv_fp8x2_storage_t>(code[0] | (code[1] << 8));
-    const float2 v = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(codes, __NV_E4M3)));
-    s[0] = __float2bfloat162_rn(v.x);
-    s[1] = __float2bfloat162_rn(v.y);
-  } else {
-    s[0] = s[1] = __float2bfloat162_rn(e8m0_to_f32(code[0]));
   }
 }
 
@@ -181,24 +131,11 @@ struct MmaArgs {
   float limit;       // up: SwiGLU clamp, <= 0 off (D16)
 };
 
-// NW = 2: w1, w3 of the tile's expert (up, out h); NW = 1: w2 (down).
-template <int NW>
-__device__ inline void projections(const cuda::ExpertW& e, cuda::Fp4W (&w)[NW]) {
-  if constexpr (NW == 2) {
-    w[0] = e.w1;
-    w[1] = e.w3;
-  } else {
-    w[0] = e.w2;
-  }
-}
-
 // p_j[s, m0 + i] = sum_k W_j(m0 + i, k) a_s(k) for the 16 rows m0 + i and the <= 8 slots
 // of `tile`; out = swiglu(p_1, p_3) (up) or p_2 (down). Lane (g, t) = (lane / 4, lane % 4) owns weight rows m0 + g and
 // m0 + g + 8 and slot column g; in chunk c it takes the 32-element run at k0 = 128c + 32t
-// (one 16-byte load per row, one scale group of MXFP4, two of NVFP4). The mma's k-slots
-// {2t, 2t+1, 2t+8, 2t+9} of a step hold four of those elements, the same ones in A and B
-// (any bijection of k inside a step is a valid order of the sum): word q of the run gives
-// steps 2q and 2q+1 from its pairs {n_j, n_(j+4)}. Warp w takes chunks w, w + 8, ... in
+// (one 16-byte load per row, one scale group of MXFP4, two of NVFP4); word q of the run
+// gives steps 2q and 2q+1 (cuda::a_fragments). Warp w takes chunks w, w + 8, ... in
 // ascending order (acc chained through every mma); the 8 warps' sums are added in warp
 // order. P activation planes: 1 when a_s is bf16-exact (e4m3 values, bf16-rounded), 3 for
 // f32 (x = hi + mid + lo, each bf16, exactly: 24 = 3 x 8 significant bits).
@@ -208,7 +145,7 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
   const int g = lane / 4, t = lane % 4;
   const int32_t* slots = a.tiles.slot + int64_t{tile} * kCols;
   cuda::Fp4W w[NW];
-  projections<NW>(a.tiles.w[tile], w);
+  cuda::projections<NW>(a.tiles.w[tile], w);
   const int32_t col = slots[g];
   const float* x = col >= 0 ? a.act + (col / a.act_div) * a.k : nullptr;  // null: zero column
   const int64_t chunks = a.k / kChunk;
@@ -232,13 +169,7 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
 #pragma unroll
         for (int j = 0; j < NW; ++j)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int64_t r = m0 + g + 8 * h;
-            w[j].words(r, k0, raw[u][j][h]);
-            const uint8_t* sp = w[j].scales + (r * w[j].cols >> gs[j]);
-            sc[u][j][h][0] = __ldg(sp + (k0 >> gs[j]));
-            sc[u][j][h][1] = __ldg(sp + ((k0 + 16) >> gs[j]));  // the same code when one group
-          }
+          for (int h = 0; h < 2; ++h) cuda::load_run(w[j], gs[j], m0 + g + 8 * h, k0, raw[u][j][h], sc[u][j][h]);
     }
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
@@ -248,40 +179,24 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
 #pragma unroll
       for (int j = 0; j < NW; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) scale_pairs(w[j], sc[u][j][h], s[j][h]);
+        for (int h = 0; h < 2; ++h) cuda::scale_pairs(w[j], sc[u][j][h], s[j][h]);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         float xv[8] = {};
         if (x) load8(x + k0 + 8 * q, xv);
-        uint32_t b[P][2][2];  // [plane][step 2q + st][register]
+        uint32_t b[2][2][P];  // [step 2q + st][register][plane]
 #pragma unroll
         for (int st = 0; st < 2; ++st)
 #pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            float lo = xv[2 * st + i], hi = xv[2 * st + i + 4];
-#pragma unroll
-            for (int p = 0; p < P; ++p) {
-              b[p][st][i] = bf16x2(lo, hi);
-              const float2 v = __bfloat1622float2(pair(b[p][st][i]));
-              lo -= v.x;  // exact: the residual of an RNE rounding is representable
-              hi -= v.y;
-            }
-          }
+          for (int i = 0; i < 2; ++i) cuda::bf16x2_planes<P>(xv[2 * st + i], xv[2 * st + i + 4], b[st][i]);
 #pragma unroll
         for (int j = 0; j < NW; ++j) {
-          uint32_t r[2][4];
+          uint32_t frag[2][4];
+          a_fragments(raw[u][j][0][q], raw[u][j][1][q], s[j][0][q / 2], s[j][1][q / 2], frag);
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            e2m1x8_to_bf16x2(raw[u][j][h][q], r[h]);
+          for (int st = 0; st < 2; ++st)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) r[h][i] = bits(__hmul2(pair(r[h][i]), s[j][h][q / 2]));
-          }
-#pragma unroll
-          for (int st = 0; st < 2; ++st) {
-            const uint32_t frag[4] = {r[0][2 * st], r[1][2 * st], r[0][2 * st + 1], r[1][2 * st + 1]};
-#pragma unroll
-            for (int p = 0; p < P; ++p) mma_bf16(acc[j], frag, b[p][st][0], b[p][st][1]);
-          }
+            for (int p = 0; p < P; ++p) mma_m16n8k16_bf16(acc[j], frag[st], b[st][0][p], b[st][1][p]);
         }
       }
     }
@@ -389,6 +304,40 @@ bool is_pow2(float v) {
 
 }  // namespace
 
+namespace cuda {
+
+void act_quant128_rows(const float* x, int64_t rows, int64_t K, float* y, cudaStream_t stream) {
+  act_quant128_kernel<<<blocks_for(rows * (K / kFp8Block) * kWarp, kThreads), kThreads, 0, stream>>>(x, rows, K, y);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void shared_swiglu(const float* g, const float* u, int64_t rows, int inter, float limit, float* h,
+                   cudaStream_t stream) {
+  swiglu_kernel<<<blocks_for(rows * inter, kThreads), kThreads, 0, stream>>>(g, u, rows, inter, limit, h);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void combine_experts(const float* y, const float* sh, const int32_t* sel, int64_t rows, int k, int hidden,
+                     int n_experts, float* out, cudaStream_t stream) {
+  combine_kernel<<<blocks_for(rows * hidden, kThreads), kThreads, 0, stream>>>(y, sh, sel, rows, k, hidden,
+                                                                               n_experts, out);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Numerics& num) {
+  if (k <= 0 || k > kMaxK) throw Error(cat("moe: layer ", b.layer_id, " experts per token ", k));
+  if (hidden % kChunk != 0 || inter % kChunk != 0)  // whole chunks (the expert kernels, §4.9 blocks)
+    throw Error(cat("moe: layer ", b.layer_id, " needs expert widths that are multiples of ", kChunk,
+                    ": hidden ", hidden, " inter ", inter));
+  if (num.expert_arm != ExpertArm::native && b.expert_recipe == ExpertRecipe::nvfp4)
+    for (const ExpertWeights& e : b.experts)
+      if (!(is_pow2(e.w1.scale_2) && is_pow2(e.w2.scale_2) && is_pow2(e.w3.scale_2)))
+        throw Error(cat("moe: expert ", e.w1.weight.name, " has a weight_scale_2 that is not a power "
+                        "of two; the bf16 expert arm cannot be exact (C4)"));
+}
+
+}  // namespace cuda
+
 const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter) {
   if (b.experts.empty()) throw Error(cat("moe: layer ", b.layer_id, " has no routed experts"));
   const TensorView& w1 = b.experts.front().w1.weight;
@@ -418,18 +367,10 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
   const int hidden = static_cast<int>(b.shared_w1.in());
   const int shared_inter = static_cast<int>(b.shared_w1.out());
   const bool native = num.expert_arm == ExpertArm::native;
-  if (k <= 0 || k > kMaxK) throw Error(cat("moe: layer ", b.layer_id, " experts per token ", k));
   int inter = 0;
   const cuda::ExpertW* experts = expert_table(b, hidden, &inter);
   const int n_experts = static_cast<int>(b.experts.size());
-  if (hidden % kChunk != 0 || inter % kChunk != 0)  // whole chunks (expert_mma_kernel, §4.9 blocks)
-    throw Error(cat("moe: layer ", b.layer_id, " needs expert widths that are multiples of ", kChunk,
-                    ": hidden ", hidden, " inter ", inter));
-  if (!native && b.expert_recipe == ExpertRecipe::nvfp4)
-    for (const ExpertWeights& e : b.experts)
-      if (!(is_pow2(e.w1.scale_2) && is_pow2(e.w2.scale_2) && is_pow2(e.w3.scale_2)))
-        throw Error(cat("moe: expert ", e.w1.weight.name, " has a weight_scale_2 that is not a power "
-                        "of two; the bf16 expert arm cannot be exact (C4)"));
+  cuda::check_experts(b, k, hidden, inter, num);
   const cuda::Fp8W sw1 = fp8(b.shared_w1), sw3 = fp8(b.shared_w3), sw2 = fp8(b.shared_w2);
   if (rows == 0) return;
   activate();
@@ -463,43 +404,37 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
   // activations take three bf16 planes, so every product stays exact as in the CPU
   // reference and only the f32 summation order differs (one pass would round x to 8 bits).
   const bool exact = native || act;
+  DSV4_CHECK(line_ == 0, "moe is issued on the main line (its shared expert takes line ", kSharedLine, ")");
   for (int row0 = 0; row0 < rows; row0 += static_cast<int>(C)) {
     const int64_t n_rows = std::min<int64_t>(C, rows - row0), slots = n_rows * k;
     const float* xc = x + row0 * H;
+    // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight) needs x alone, so
+    // it runs on its own line beside the routed experts, joined before the combine: its
+    // three GEMVs take the SMs the grouping and the small launches leave idle (issue 12).
+    on_line(kSharedLine);
+    gemv_rows(sw1, xc, H, act, sg, Is, static_cast<int>(n_rows));
+    gemv_rows(sw3, xc, H, act, su, Is, static_cast<int>(n_rows));
+    cuda::shared_swiglu(sg, su, n_rows, shared_inter, swiglu_limit, sh_h, stream_);
+    gemv_rows(sw2, sh_h, Is, act, sh, H, static_cast<int>(n_rows));
+    on_line(0);
     group_slots_kernel<<<1, kThreads, group_smem, stream_>>>(sel + row0 * k, static_cast<int>(slots), experts,
                                                              n_experts, tiles);
     DSV4_CUDA_LAUNCH_CHECK();
-    if (native) {
-      act_quant128_kernel<<<cuda::blocks_for(n_rows * (H / kFp8Block) * cuda::kWarp, kThreads), kThreads, 0,
-                            stream_>>>(xc, n_rows, H, xq);
-      DSV4_CUDA_LAUNCH_CHECK();
-    }
+    if (native) cuda::act_quant128_rows(xc, n_rows, H, xq, stream_);
     const int64_t tiles_max = max_tiles(slots, n_experts);
     const MmaArgs up{tiles, native ? xq : xc, k, I, H, h, wt + row0 * k, swiglu_limit};
     if (exact)
       launch_expert_mma<2, 1>(up, tiles_max * (I / kTileRows), device_, stream_);
     else
       launch_expert_mma<2, 3>(up, tiles_max * (I / kTileRows), device_, stream_);
-    if (native) {  // h is re-quantized after the routing-weight multiply (§4.23)
-      act_quant128_kernel<<<cuda::blocks_for(slots * (I / kFp8Block) * cuda::kWarp, kThreads), kThreads, 0,
-                            stream_>>>(h, slots, I, h);
-      DSV4_CUDA_LAUNCH_CHECK();
-    }
+    if (native) cuda::act_quant128_rows(h, slots, I, h, stream_);  // re-quantized after the weight (§4.23)
     const MmaArgs down{tiles, h, 1, H, I, ye, nullptr, 0.0f};
     if (exact)
       launch_expert_mma<1, 1>(down, tiles_max * (H / kTileRows), device_, stream_);
     else
       launch_expert_mma<1, 3>(down, tiles_max * (H / kTileRows), device_, stream_);
-    // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight).
-    gemv_rows(sw1, xc, H, act, sg, Is, static_cast<int>(n_rows));
-    gemv_rows(sw3, xc, H, act, su, Is, static_cast<int>(n_rows));
-    swiglu_kernel<<<cuda::blocks_for(n_rows * Is, kThreads), kThreads, 0, stream_>>>(
-        sg, su, n_rows, shared_inter, swiglu_limit, sh_h);
-    DSV4_CUDA_LAUNCH_CHECK();
-    gemv_rows(sw2, sh_h, Is, act, sh, H, static_cast<int>(n_rows));
-    combine_kernel<<<cuda::blocks_for(n_rows * H, kThreads), kThreads, 0, stream_>>>(
-        ye, sh, sel + row0 * k, n_rows, k, hidden, n_experts, out + row0 * H);
-    DSV4_CUDA_LAUNCH_CHECK();
+    join_lines();  // the shared expert's sh
+    cuda::combine_experts(ye, sh, sel + row0 * k, n_rows, k, hidden, n_experts, out + row0 * H, stream_);
   }
 }
 

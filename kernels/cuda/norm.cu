@@ -9,21 +9,14 @@ namespace dsv4 {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = cuda::kNormThreads;
 
-// y may alias x: every thread reads its elements before the writes (the RMS is done first).
+// y may alias x (cuda::block_rmsnorm).
 __global__ void rmsnorm_kernel(const float* x, cuda::DenseW w, bool weighted, int64_t rows,
                                int n, double eps, float* y) {
   __shared__ float shared[cuda::kWarp];
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * n;
-    float* yr = y + r * n;
-    const double inv = cuda::block_inv_rms(xr, n, eps, shared);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const double v = static_cast<double>(xr[i]) * inv;  // normalize first, then the weight
-      yr[i] = static_cast<float>(weighted ? static_cast<double>(w.at(i)) * v : v);
-    }
-  }
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+    cuda::block_rmsnorm(x + r * n, w, weighted, n, eps, y + r * n, shared);
 }
 
 unsigned row_blocks(int64_t rows) {

@@ -5,6 +5,10 @@
 
 namespace dsv4::cuda {
 
+// The rmsnorm op's block size. The RMS partial sums depend on it, so a kernel that norms a
+// row inside a larger computation (the compressor) uses it too and gets the op's bits.
+constexpr int kNormThreads = 256;
+
 // 1 / sqrt(sum_i x_i^2 / n + eps) for the row x [n]; every thread of the block calls it
 // and gets the same value. `shared` holds >= 32 floats.
 __device__ inline double block_inv_rms(const float* x, int64_t n, double eps, float* shared) {
@@ -12,6 +16,19 @@ __device__ inline double block_inv_rms(const float* x, int64_t n, double eps, fl
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) part += x[i] * x[i];
   const float sum_sq = block_sum(part, shared);
   return 1.0 / sqrt(static_cast<double>(sum_sq) / static_cast<double>(n) + eps);
+}
+
+// y = w * (x * inv_rms(x)) (weighted) or x * inv_rms(x), each element as the CPU reference
+// writes it: fl32(w * (x * r)) in f64. Called by every thread of the block; y may alias x
+// (every read of the sum precedes the barrier in block_sum, each thread then rewrites only
+// the elements it reads).
+__device__ inline void block_rmsnorm(const float* x, DenseW w, bool weighted, int64_t n, double eps,
+                                     float* y, float* shared) {
+  const double inv = block_inv_rms(x, n, eps, shared);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const double v = static_cast<double>(x[i]) * inv;  // normalize first, then the weight
+    y[i] = static_cast<float>(weighted ? static_cast<double>(w.at(i)) * v : v);
+  }
 }
 
 }  // namespace dsv4::cuda

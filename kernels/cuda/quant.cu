@@ -33,8 +33,7 @@ __global__ void hadamard_fp4_kernel(float* v, int64_t vectors, int dim, float sc
     float* x = v + i * dim;
     __syncthreads();
     buf[threadIdx.x] = x[threadIdx.x];
-    cuda::hadamard_shared(buf, dim, scale);
-    if (fp4) cuda::fp4_quant_group32(buf + (threadIdx.x / cuda::kWarp) * cuda::kWarp);
+    cuda::block_hadamard_fp4(buf, dim, scale, fp4);
     x[threadIdx.x] = buf[threadIdx.x];
   }
 }
@@ -43,10 +42,18 @@ __global__ void hadamard_fp4_kernel(float* v, int64_t vectors, int dim, float sc
 
 float hadamard_scale(int dim) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(dim))); }
 
+void check_kv_quant_dims(int dim, int rd) {
+  DSV4_CHECK(dim - rd >= 0 && (dim - rd) % kKvGroup == 0, "dim=", dim, " rd=", rd);
+}
+
+void check_hadamard_dim(int dim) {
+  DSV4_CHECK(dim >= kFp4Group && dim <= kMaxHadamard && (dim & (dim - 1)) == 0,
+             "Hadamard dim=", dim);
+}
+
 void CudaOps::kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) {
-  const int nope = dim - rd;
-  DSV4_CHECK(nope >= 0 && nope % kKvGroup == 0, "dim=", dim, " rd=", rd);
-  const int groups = nope / kKvGroup;
+  check_kv_quant_dims(dim, rd);
+  const int groups = (dim - rd) / kKvGroup;
   if (rows == 0 || groups == 0) return;
   activate();
   constexpr int kThreads = 256;
@@ -57,8 +64,7 @@ void CudaOps::kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant)
 }
 
 void CudaOps::hadamard_fp4(float* v, int vectors, int dim, bool fp4) {
-  DSV4_CHECK(dim >= kFp4Group && dim <= kMaxHadamard && (dim & (dim - 1)) == 0,
-             "Hadamard dim=", dim);
+  check_hadamard_dim(dim);
   if (vectors == 0) return;
   activate();
   const unsigned blocks = static_cast<unsigned>(vectors > 65535 * 16 ? 65535 * 16 : vectors);

@@ -82,9 +82,29 @@ __device__ inline void hadamard_shared(float* v, int dim, float scale) {
   __syncthreads();
 }
 
+// §4.8 on dims [0, nope) of a row (nope % 64 == 0): warp w quantizes groups w, w + warps, ...
+// Called by every thread of the block (a warp's groups are uniform across its lanes).
+__device__ inline void block_kv_quant(float* row, int nope, bool e4m3) {
+  const int warps = blockDim.x / kWarp;
+  for (int g = threadIdx.x / kWarp; g < nope / 64; g += warps) kv_quant_group64(row + g * 64, e4m3);
+}
+
+// §4.11 then (fp4) §4.10 on v [dim] in shared memory, by every thread of the block: warp w
+// quantizes groups of 32 w, w + warps, ... after the rotation; ends with a barrier.
+__device__ inline void block_hadamard_fp4(float* v, int dim, float scale, bool fp4) {
+  hadamard_shared(v, dim, scale);
+  if (fp4)
+    for (int g = threadIdx.x / kWarp; g < dim / kWarp; g += blockDim.x / kWarp) fp4_quant_group32(v + g * kWarp);
+  __syncthreads();
+}
+
 }  // namespace dsv4::cuda
 
 namespace dsv4 {
 // fl32(dim^-0.5), the Hadamard scale exactly as the CPU reference computes it (§4.11).
 float hadamard_scale(int dim);
+// The shapes the quantizer kernels take (an Error naming them otherwise): kv fake-quant of
+// dims [0, dim - rd) in groups of 64; a Hadamard of a power of two in [32, 1024] (one block).
+void check_kv_quant_dims(int dim, int rd);
+void check_hadamard_dim(int dim);
 }  // namespace dsv4

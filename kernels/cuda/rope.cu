@@ -1,7 +1,12 @@
 // RoPE application (MODEL.md §4.7): interleaved pairs of the last rd dims, f32 complex
-// multiply with the table entry of the row's position (bit-identical to the CPU twin).
+// multiply with the table entry of the row's position (bit-identical to the CPU twin); and
+// the decode step's rope fused with its neighbour op (the per-head RMS before it, or the
+// Hadamard + FP4 after it) through that op's device function, so with its bits.
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/norm.cuh"
+#include "kernels/cuda/quant.cuh"
+#include "kernels/cuda/rope.cuh"
 #include "base/error.h"
 
 namespace dsv4 {
@@ -10,8 +15,7 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One thread per (row, head, pair); v [rows, heads, dim], fc [n_positions, rd]. A position
-// outside the table makes the pair NaN (rope_dev cannot refuse it by name, kernels/ops.h).
+// One thread per (row, head, pair); v [rows, heads, dim], fc [n_positions, rd].
 __global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const float* fc, int rd,
                             int64_t n_positions, const int32_t* positions, bool inverse) {
   const int pairs = rd / 2;
@@ -20,20 +24,44 @@ __global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const fl
        i += int64_t{gridDim.x} * blockDim.x) {
     const int pair = static_cast<int>(i % pairs);
     const int64_t rh = i / pairs;  // row * heads + head
-    const int64_t row = rh / heads;
-    const int64_t p = positions[row];
-    float* x = v + rh * dim + (dim - rd) + 2 * pair;
-    if (p < 0 || p >= n_positions) {
-      x[0] = x[1] = NAN;
-      continue;
-    }
-    const float* f = fc + p * rd + 2 * pair;
-    const float c = f[0];
-    const float s = inverse ? -f[1] : f[1];
-    const float a = x[0], b = x[1];
-    x[0] = a * c - b * s;
-    x[1] = a * s + b * c;
+    cuda::rope_pair(v + rh * dim + (dim - rd) + 2 * pair, fc, rd, n_positions, positions[rh / heads], pair,
+                    inverse);
   }
+}
+
+// One block of kNormThreads per vector (head_rms's kernel): §4.3 in place, then the rope
+// pairs of the vector at its row's position.
+__global__ void head_rms_rope_kernel(float* v, int64_t vectors, int heads, int dim, double eps,
+                                     const float* fc, int rd, int64_t n_positions, const int32_t* positions) {
+  __shared__ float red[cuda::kWarp];
+  for (int64_t i = blockIdx.x; i < vectors; i += gridDim.x) {
+    float* x = v + i * dim;
+    cuda::block_rmsnorm(x, cuda::DenseW{}, false, dim, eps, x, red);
+    __syncthreads();  // the pairs read elements other threads normed (global, this block)
+    for (int pair = threadIdx.x; pair < rd / 2; pair += blockDim.x)
+      cuda::rope_pair(x + dim - rd + 2 * pair, fc, rd, n_positions, positions[i / heads], pair, false);
+  }
+}
+
+// One block of `dim` threads per vector (hadamard_fp4's kernel): the vector to shared
+// memory, its rope pairs, then §4.11 + §4.10.
+__global__ void rope_hadamard_fp4_kernel(float* v, int64_t vectors, int heads, int dim, const float* fc, int rd,
+                                         int64_t n_positions, const int32_t* positions, float scale) {
+  extern __shared__ float buf[];  // [dim]
+  for (int64_t i = blockIdx.x; i < vectors; i += gridDim.x) {
+    float* x = v + i * dim;
+    __syncthreads();  // the previous vector's buf reads are done
+    buf[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    for (int pair = threadIdx.x; pair < rd / 2; pair += blockDim.x)
+      cuda::rope_pair(buf + dim - rd + 2 * pair, fc, rd, n_positions, positions[i / heads], pair, false);
+    cuda::block_hadamard_fp4(buf, dim, scale, true);  // starts with a barrier
+    x[threadIdx.x] = buf[threadIdx.x];
+  }
+}
+
+void check_rope_dims(int rd, int dim) {
+  DSV4_CHECK(rd > 0 && rd % 2 == 0 && rd <= dim, "rope_dim=", rd, " dim=", dim);
 }
 
 }  // namespace
@@ -41,7 +69,7 @@ __global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const fl
 void CudaOps::rope(float* v, int rows, int heads, int dim, const RopeTable& t,
                    const int32_t* positions, bool inverse) {
   const int rd = t.rope_dim;
-  DSV4_CHECK(rd > 0 && rd % 2 == 0 && rd <= dim, "rope_dim=", rd, " dim=", dim);
+  check_rope_dims(rd, dim);
   for (int r = 0; r < rows; ++r)
     if (positions[r] < 0 || positions[r] >= t.positions)
       throw Error(cat("rope: position ", positions[r], " (row ", r, ") outside the table of ",
@@ -55,13 +83,36 @@ void CudaOps::rope(float* v, int rows, int heads, int dim, const RopeTable& t,
 void CudaOps::rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                        const int32_t* positions, bool inverse) {
   const int rd = t.rope_dim;
-  DSV4_CHECK(rd > 0 && rd % 2 == 0 && rd <= dim, "rope_dim=", rd, " dim=", dim);
+  check_rope_dims(rd, dim);
   if (rows == 0 || heads == 0) return;
   activate();
   const float* fc = rope_table(t);
   const int64_t total = static_cast<int64_t>(rows) * heads * (rd / 2);
   rope_kernel<<<cuda::blocks_for(total, kThreads), kThreads, 0, stream_>>>(
       v, rows, heads, dim, fc, rd, t.positions, positions, inverse);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void CudaOps::head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                                const int32_t* positions) {
+  check_rope_dims(t.rope_dim, dim);
+  const int64_t vectors = static_cast<int64_t>(rows) * heads;
+  if (vectors == 0) return;
+  activate();
+  head_rms_rope_kernel<<<cuda::blocks_for(vectors, 1), cuda::kNormThreads, 0, stream_>>>(
+      v, vectors, heads, dim, eps, rope_table(t), t.rope_dim, t.positions, positions);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void CudaOps::rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
+                                    const int32_t* positions) {
+  check_rope_dims(t.rope_dim, dim);
+  check_hadamard_dim(dim);
+  const int64_t vectors = static_cast<int64_t>(rows) * heads;
+  if (vectors == 0) return;
+  activate();
+  rope_hadamard_fp4_kernel<<<cuda::blocks_for(vectors, 1), dim, dim * sizeof(float), stream_>>>(
+      v, vectors, heads, dim, rope_table(t), t.rope_dim, t.positions, positions, hadamard_scale(dim));
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,8 +1,9 @@
-// MoE router (MODEL.md §4.22, D10): the gate logits by linear_island, then one warp per row
-// for the scores, the selection and the weights. Score layers pick k times a warp-wide
-// argmax over (sc + bias descending, expert id ascending) among the experts not yet picked;
-// a row's warp never reads another row, so the result does not depend on the row count
-// (SPECDECODE.md §6.3).
+// MoE router (MODEL.md §4.22, D10): the gate logits by linear_island, then one block per row
+// for the scores, the selection and the weights. Score layers rank every expert at once:
+// rank(e) = the experts ranked before e (sc + bias descending, expert id ascending), so
+// the experts of rank < k are the picks in slot order — what k rounds of argmax give,
+// without k serial rounds on one warp (issue 12: 13 us a call). A row's block never reads
+// another row, so the result does not depend on the row count (SPECDECODE.md §6.3).
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -15,72 +16,63 @@ namespace dsv4 {
 
 namespace {
 
-constexpr int kRowsPerBlock = 4;  // one warp each
-constexpr int kMaxK = 16;         // experts per token (lanes < k hold the picks)
-constexpr int kMaxExperts = 32 * cuda::kWarp;  // a lane's taken mask has 32 bits
-constexpr int kNone = INT_MAX;
+constexpr int kThreads = 256;     // a row's block: expert e on thread e % kThreads
+constexpr int kMaxK = 16;         // experts per token
+constexpr int kMaxExperts = 4096;  // the rank loop reads them all from shared memory
 
 __device__ float softplus(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 
-// (va, ia) ranks before (vb, ib): value descending, then id ascending (D10); kNone last.
+// (va, ia) ranks before (vb, ib): value descending, then id ascending (D10).
 __device__ bool ranks_before(float va, int ia, float vb, int ib) {
-  return ia != kNone && (ib == kNone || va > vb || (va == vb && ia < ib));
+  return va > vb || (va == vb && ia < ib);
 }
 
 // §4.22 steps 2-4. logits [rows, E]; tid2eid [vocab, k] (device) with the rows' token ids
 // (backend [rows]), or null for score routing. An id outside [0, vocab) gives expert 0 a
-// NaN weight (route_dev cannot refuse it by name, kernels/ops.h). Dynamic shared memory:
-// kRowsPerBlock * 2 * E floats (sc, biased).
-__global__ void route_kernel(const float* logits, int rows, int n_experts, int k, cuda::DenseW bias,
-                             const int32_t* tid2eid, const int32_t* ids, int64_t vocab,
-                             float route_scale, int32_t* sel, float* wt) {
+// NaN weight (route_dev cannot refuse it by name, kernels/ops.h); NaN scores leave a slot
+// without a unique rank, which takes -1 (its expert is none, moe adds NaN). Dynamic shared
+// memory: 2 * E floats (sc, biased).
+__global__ void __launch_bounds__(kThreads)
+route_kernel(const float* logits, int rows, int n_experts, int k, cuda::DenseW bias, const int32_t* tid2eid,
+             const int32_t* ids, int64_t vocab, float route_scale, int32_t* sel, float* wt) {
   extern __shared__ float shared[];
-  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
-  float* sc = shared + warp * 2 * n_experts;  // this warp's row only
+  __shared__ int pick[kMaxK];
+  __shared__ bool known;
+  float* sc = shared;
   float* biased = sc + n_experts;
-  for (int64_t t = int64_t{blockIdx.x} * kRowsPerBlock + warp; t < rows;
-       t += int64_t{gridDim.x} * kRowsPerBlock) {  // warp-uniform
-    __syncwarp();  // the previous row's sc is read
-    for (int e = lane; e < n_experts; e += cuda::kWarp) {
+  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+    __syncthreads();  // the previous row's sc and picks are read
+    for (int e = threadIdx.x; e < n_experts; e += kThreads) {
       sc[e] = sqrtf(softplus(logits[t * n_experts + e]));
       if (!tid2eid) biased[e] = sc[e] + bias.at(e);
     }
-    __syncwarp();
-    int mine = 0;  // lane j < k: the expert of slot j
-    bool known = true;
+    if (threadIdx.x == 0) known = !tid2eid || (ids[t] >= 0 && ids[t] < vocab);
+    __syncthreads();
     if (tid2eid) {
-      const int64_t id = ids[t];
-      known = id >= 0 && id < vocab;
-      if (lane < k && known) mine = tid2eid[id * k + lane];
+      if (threadIdx.x < k) pick[threadIdx.x] = known ? tid2eid[ids[t] * k + threadIdx.x] : 0;
     } else {
-      uint32_t taken = 0;  // bit i: expert lane + 32 i is picked
-      for (int j = 0; j < k; ++j) {
-        float bv = 0.0f;
-        int bi = kNone;
-        for (int i = 0, e = lane; e < n_experts; ++i, e += cuda::kWarp)  // ascending e
-          if (!(taken >> i & 1u) && ranks_before(biased[e], e, bv, bi)) {
-            bv = biased[e];
-            bi = e;
-          }
-        for (int o = cuda::kWarp / 2; o > 0; o >>= 1) {  // every lane ends with the same winner
-          const float ov = __shfl_xor_sync(cuda::kFullMask, bv, o);
-          const int oi = __shfl_xor_sync(cuda::kFullMask, bi, o);
-          if (ranks_before(ov, oi, bv, bi)) {
-            bv = ov;
-            bi = oi;
-          }
-        }
-        if (bi % cuda::kWarp == lane) taken |= 1u << (bi / cuda::kWarp);
-        if (lane == j) mine = bi;
+      if (threadIdx.x < k) pick[threadIdx.x] = INT_MAX;
+      __syncthreads();
+      for (int e = threadIdx.x; e < n_experts; e += kThreads) {
+        const float v = biased[e];
+        int rank = 0;
+        for (int f = 0; f < n_experts; ++f) rank += ranks_before(biased[f], f, v, e);
+        if (rank < k) atomicMin(&pick[rank], e);  // one e per rank unless NaN: then the lowest
       }
     }
-    // Step 4: unbiased scores, S summed in slot order from 0, divide then scale.
-    const float w = lane < k ? (known ? sc[mine] : NAN) : 0.0f;
-    float sum = 0.0f;
-    for (int j = 0; j < k; ++j) sum += __shfl_sync(cuda::kFullMask, w, j);
-    if (lane < k) {
-      sel[t * k + lane] = mine;
-      wt[t * k + lane] = (w / sum) * route_scale;
+    __syncthreads();
+    if (threadIdx.x == 0) {  // step 4: unbiased scores, S summed in slot order from 0, divide then scale
+      float w[kMaxK];
+      float sum = 0.0f;
+      for (int j = 0; j < k; ++j) {
+        if (pick[j] == INT_MAX) pick[j] = -1;
+        w[j] = known && pick[j] >= 0 ? sc[pick[j]] : NAN;
+        sum += w[j];
+      }
+      for (int j = 0; j < k; ++j) {
+        sel[t * k + j] = pick[j];
+        wt[t * k + j] = (w[j] / sum) * route_scale;
+      }
     }
   }
 }
@@ -124,9 +116,10 @@ void CudaOps::route_dev(const BlockWeights& b, const float* x, int rows, const i
   linear_island(b.gate_weight, x, rows, logits);  // step 1
   const cuda::DenseW bias = hash ? cuda::DenseW{} : dense(*b.gate_bias, n_experts);
   const int64_t vocab = static_cast<int64_t>(b.tid2eid.size()) / k;
-  const size_t shared = sizeof(float) * kRowsPerBlock * 2 * n_experts;
-  route_kernel<<<cuda::blocks_for(rows, kRowsPerBlock), kRowsPerBlock * cuda::kWarp, shared, stream_>>>(
-      logits, rows, n_experts, k, bias, table, ids, vocab, route_scale, sel, wt);
+  const size_t shared = sizeof(float) * 2 * n_experts;
+  allow_smem(reinterpret_cast<const void*>(route_kernel), shared);
+  route_kernel<<<cuda::grid_rows(rows), kThreads, shared, stream_>>>(logits, rows, n_experts, k, bias, table, ids,
+                                                                     vocab, route_scale, sel, wt);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 

@@ -27,8 +27,10 @@ void CudaOps::refuse_in_capture(const char* what, size_t bytes) const {
 }
 
 void CudaOps::run_step(const StepKey& key, const std::function<void()>& body) {
+  join_lines();  // a step starts and ends on the main line (kernels/ops.h on_line)
   if (!step_graphs_on_) {
     body();
+    join_lines();
     return;
   }
   DSV4_CHECK(!capturing_, "run_step inside a captured step");
@@ -36,6 +38,7 @@ void CudaOps::run_step(const StepKey& key, const std::function<void()>& body) {
   switch (graphs_.next(key, *generation_)) {
     case StepAction::plain:
       body();
+      join_lines();
       graphs_.ran_plain(key, *generation_);
       return;
     case StepAction::capture: {
@@ -59,9 +62,17 @@ GraphExec CudaOps::capture(const StepKey& key, const std::function<void()>& body
   cudaGraph_t graph = nullptr;
   try {
     body();
+    join_lines();  // every line's branch rejoins the captured stream before the capture ends
   } catch (const std::exception& e) {
     capturing_ = false;
     split_pending_ = false;  // a split forked inside the capture dies with it
+    try {
+      join_lines();  // the lines forked inside it rejoin, so the capture can end
+    } catch (const std::exception&) {  // an invalidated capture may refuse even that
+      lines_open_ = 0;
+      line_ = 0;
+      stream_ = main_;
+    }
     // Ends the capture (invalidated or not) so the stream takes work again.
     if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
     cudaGetLastError();  // the capture's error is reported below, not by the next launch

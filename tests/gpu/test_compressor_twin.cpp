@@ -7,11 +7,29 @@ namespace {
 
 struct Case {
   const char* name;
-  int ratio;
+  int ratio, d;
   bool rotate, with_prev;
   Numerics num;
   double rel_l2, max_norm;
 };
+
+// Row independence (SPECDECODE.md §6.3 R-I3) on CUDA: block b of a multi-block call equals
+// block b compressed alone (its own rows, its predecessor's rows as prev) bit for bit.
+void check_blocks_alone(Backends& b, const Case& k, const CompressorWeights& c, const PairF& kv,
+                        const PairF& score, const PairF& prev_kv, const PairF& prev_score, int n_blocks,
+                        int first_block, const RopeTable& rope, const std::vector<float>& together) {
+  const int64_t lc = c.latent(), block_floats = int64_t{c.ratio} * lc;
+  PairF one = zeros(b, static_cast<size_t>(c.d));
+  for (int j = 0; j < n_blocks; ++j) {
+    const float* pk = j > 0 ? kv[kGpu] + (j - 1) * block_floats : (k.with_prev ? prev_kv[kGpu] : nullptr);
+    const float* ps = j > 0 ? score[kGpu] + (j - 1) * block_floats : (k.with_prev ? prev_score[kGpu] : nullptr);
+    b.gpu->compress_blocks(c, kv[kGpu] + j * block_floats, score[kGpu] + j * block_floats, 1, c.overlap ? pk : nullptr,
+                           c.overlap ? ps : nullptr, first_block + j, rope, 1e-6, k.num, one[kGpu]);
+    const std::vector<float> alone = get(b, one, kGpu);
+    check_bitwise(std::string(k.name) + ": block " + std::to_string(j) + " alone", alone,
+                  {together.begin() + int64_t{j} * c.d, together.begin() + int64_t{j + 1} * c.d});
+  }
+}
 
 void run_case(const Case& k) {
   Backends b;
@@ -21,11 +39,11 @@ void run_case(const Case& k) {
   c.ratio = k.ratio;
   c.overlap = k.ratio == 4;
   c.rotate = k.rotate;
-  c.d = 128;
+  c.d = k.d;
   const int lc = c.latent(), n_blocks = 3, first_block = 2;
   c.ape = store.f32("compressor.ape", {c.ratio, lc}, rng.normals(static_cast<size_t>(c.ratio) * lc, 0.5f));
   c.norm = store.f32("compressor.norm", {c.d}, rng.normals(c.d, 0.5f));
-  const RopeTable rope = make_rope_table(160000.0, 64, 256, nullptr);
+  const RopeTable rope = make_rope_table(160000.0, 64, (first_block + n_blocks) * c.ratio, nullptr);
   const size_t rows = static_cast<size_t>(n_blocks) * c.ratio;
   PairF kv = put(b, rng.normals(rows * lc)), score = put(b, rng.normals(rows * lc, 2.0f));
   PairF prev_kv = put(b, rng.normals(static_cast<size_t>(c.ratio) * lc));
@@ -34,7 +52,9 @@ void run_case(const Case& k) {
   for (int s : {kCpu, kGpu})
     b.at(s).compress_blocks(c, kv[s], score[s], n_blocks, k.with_prev ? prev_kv[s] : nullptr,
                             k.with_prev ? prev_score[s] : nullptr, first_block, rope, 1e-6, k.num, out[s]);
-  check_close(k.name, get(b, out, kCpu), get(b, out, kGpu), k.rel_l2, k.max_norm);
+  const std::vector<float> got = get(b, out, kGpu);
+  check_close(k.name, get(b, out, kCpu), got, k.rel_l2, k.max_norm);
+  check_blocks_alone(b, k, c, kv, score, prev_kv, prev_score, n_blocks, first_block, rope, got);
 }
 
 }  // namespace
@@ -46,16 +66,21 @@ TEST_CASE("compress_blocks twin: overlap / non-overlap, attention / indexer fini
   Numerics e4m3;
   e4m3.kv_quant = KvQuant::e4m3;
   // No rounding step after the pool: f32 chain vs f64 plus expf ulps, ~1e-6; bound 1e-5.
-  run_case({"overlap r4 attention clamp, no prev", 4, false, false, plain, 1e-5, 1e-5});
-  run_case({"overlap r4 attention clamp, prev", 4, false, true, plain, 1e-5, 1e-5});
-  run_case({"non-overlap r16 attention clamp", 16, false, false, plain, 1e-5, 1e-5});
-  run_case({"overlap r4 indexer, indexer_quant none (no rotation, no FP4)", 4, true, true, no_fp4, 1e-5, 1e-5});
+  run_case({"overlap r4 attention clamp, no prev", 4, 128, false, false, plain, 1e-5, 1e-5});
+  run_case({"overlap r4 attention clamp, prev", 4, 128, false, true, plain, 1e-5, 1e-5});
+  run_case({"non-overlap r16 attention clamp", 16, 128, false, false, plain, 1e-5, 1e-5});
+  run_case({"overlap r4 indexer, indexer_quant none (no rotation, no FP4)", 4, 128, true, true, no_fp4, 1e-5, 1e-5});
+  // Flash shapes (attention d = D = 512 at ratios 4 and 128; the indexer's d = Id = 128 is
+  // the cases above): the same chain, 128 entries at ratio 128 (~1e-6 still).
+  run_case({"Flash overlap r4 attention d512 clamp, prev", 4, 512, false, true, plain, 1e-5, 1e-5});
+  run_case({"Flash r128 attention d512 clamp", 128, 512, false, false, plain, 1e-5, 1e-5});
   // A ~1e-7 input difference flips an e4m3 / e2m1 rounding only for an element sitting on
   // a rounding boundary (rare); one flip moves it by one step: <= 1/8 of |v| (e4m3) or
   // <= 2 scales <= 0.5 max|out| (e2m1), ~0.07 of ||out|| for 384 elements. A wrong kernel
   // gives rel_l2 ~ 1.
-  run_case({"overlap r4 attention e4m3", 4, false, true, e4m3, 5e-2, 0.25});
-  run_case({"overlap r4 indexer hadamard+fp4", 4, true, true, plain, 1e-1, 0.6});
+  run_case({"overlap r4 attention e4m3", 4, 128, false, true, e4m3, 5e-2, 0.25});
+  run_case({"overlap r4 indexer hadamard+fp4", 4, 128, true, true, plain, 1e-1, 0.6});
+  run_case({"Flash r128 attention d512 e4m3", 128, 512, false, false, e4m3, 5e-2, 0.25});
 }
 
 }  // namespace dsv4::twin

@@ -1,9 +1,10 @@
 // CUDA vs CPU: the device-step ops of a position-independent plain decode step (issue 12,
 // kernels/ops.h "device step"): the *_dev ops against their host-array twins on the same
 // backend (bitwise: the same kernels, only where the position / ids / n_visible come
-// from differs) and against the CPU; decode_index, copy_to_slot and compress_at at many
-// positions, at Flash shapes and the tiny model's; and the tiny model's decode step issues
-// the same calls at every position on CUDA too.
+// from differs) and against the CPU; decode_index and compress_at at many positions, at
+// Flash shapes and the tiny model's; the fused step ops (finish_kv_at, head_rms_rope_dev,
+// rope_hadamard_fp4_dev) bitwise against the op chains they replace; and the tiny model's
+// decode step issues the same calls at every position on CUDA too.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -46,6 +47,37 @@ TEST_CASE("rope_dev twin: the host-array rope's bits; a position outside the tab
   const std::vector<float> got = get(b, v, kGpu);
   CHECK(all_nan({got.end() - 64, got.end()}));  // the rope dims
   CHECK_THROWS_AS(b.cpu->rope_dev(v[kCpu], 1, 1, dim, table, bad[kCpu], false), Error);
+}
+
+// The decode step's q (64 heads x 512) and indexer q (64 heads x 128) at Flash shapes, two
+// rows at different positions: on CUDA the bits of the two ops each fuses run one after the
+// other; against the CPU with those ops' twin bounds (head_rms ~1e-7 relative, bound 1e-6;
+// rope, Hadamard and FP4 exact).
+TEST_CASE("head_rms_rope_dev / rope_hadamard_fp4_dev twin: two ops as one, bit for bit") {
+  Backends b;
+  Rng rng(92);
+  const RopeTable table = make_rope_table(10000.0, 64, 70000, nullptr);
+  const int rows = 2, heads = 64;
+  PairI pos = put_i32(b, {4095, 65535});
+  for (int dim : {512, 128}) {
+    const bool rms = dim == 512;
+    INFO((rms ? "head_rms_rope_dev" : "rope_hadamard_fp4_dev"));
+    const std::vector<float> v0 = rng.normals(static_cast<size_t>(rows) * heads * dim, 2.0f);
+    PairF fused = put(b, v0), chain = put(b, v0);
+    Ops& gpu = *b.gpu;
+    if (rms) {
+      gpu.head_rms(chain[kGpu], rows * heads, dim, 1e-6);
+      gpu.rope_dev(chain[kGpu], rows, heads, dim, table, pos[kGpu], false);
+      for (int s : {kCpu, kGpu}) b.at(s).head_rms_rope_dev(fused[s], rows, heads, dim, 1e-6, table, pos[s]);
+    } else {
+      gpu.rope_dev(chain[kGpu], rows, heads, dim, table, pos[kGpu], false);
+      gpu.hadamard_fp4(chain[kGpu], rows * heads, dim, true);
+      for (int s : {kCpu, kGpu}) b.at(s).rope_hadamard_fp4_dev(fused[s], rows, heads, dim, table, pos[s]);
+    }
+    const std::vector<float> got = get(b, fused, kGpu);
+    check_bitwise("fused vs the op chain (cuda)", get(b, chain, kGpu), got);
+    check_close("fused twin", get(b, fused, kCpu), got, rms ? 1e-6 : 0, rms ? 1e-6 : 0);
+  }
 }
 
 TEST_CASE("route_dev twin: hash routing from device ids equals the host-id route") {
@@ -133,25 +165,57 @@ TEST_CASE("decode_index twin: the CPU rows exactly, at Flash and tiny shapes") {
   }
 }
 
-TEST_CASE("copy_to_slot twin: the row lands in slot p mod slots, nothing else moves") {
+// finish_kv_at at Flash shapes (D 512, rope 64, window 128): on CUDA the bits of the three ops
+// it fuses run one after the other, then copied to slot p mod 128 (kv row and ring); against
+// the CPU as those ops' twins. Only the slot of p changes in the ring.
+TEST_CASE("finish_kv_at twin: rmsnorm, rope_dev, kv_act_quant and the ring slot as one op") {
   Backends b;
-  Rng rng(95);
-  const int slots = 128, n = 512;
-  PairF ring = put(b, rng.normals(static_cast<size_t>(slots) * n));
-  for (int64_t p : {0, 1, 127, 128, 4095, 4096, 65535}) {
-    PairF src = put(b, rng.normals(n));
-    PairI pos = position(b, p);
-    for (int s : {kCpu, kGpu}) b.at(s).copy_to_slot(ring[s], pos[s], slots, src[s], n);
-    INFO("position " << p);
-    check_close("copy_to_slot", get(b, ring, kCpu), get(b, ring, kGpu), 0, 0);
+  Rng rng(99);
+  Store store;
+  const int dim = 512, slots = 128;
+  const TensorView norm = store.f32("attn.kv_norm.weight", {dim}, rng.normals(dim, 0.5f));
+  const RopeTable rope = make_rope_table(10000.0, 64, 70000, nullptr);
+  for (KvQuant variant : {KvQuant::clamp, KvQuant::e4m3}) {
+    PairF ring = put(b, rng.normals(static_cast<size_t>(slots) * dim));
+    PairF chain_ring = put(b, get(b, ring, kGpu));
+    for (int64_t p : {0, 1, 127, 128, 4095, 65535}) {
+      INFO("variant " << static_cast<int>(variant) << " position " << p);
+      const std::vector<float> kv0 = rng.normals(dim, 3.0f);
+      PairF kv = put(b, kv0), chain_kv = put(b, kv0);
+      PairI pos = position(b, p);
+      Ops& gpu = *b.gpu;
+      gpu.rmsnorm(chain_kv[kGpu], norm, 1, dim, 1e-6, chain_kv[kGpu]);
+      gpu.rope_dev(chain_kv[kGpu], 1, 1, dim, rope, pos[kGpu], false);
+      gpu.kv_act_quant(chain_kv[kGpu], 1, dim, rope.rope_dim, variant);
+      gpu.copy(chain_ring[kGpu] + p % slots * dim, chain_kv[kGpu], dim);
+      for (int s : {kCpu, kGpu}) b.at(s).finish_kv_at(kv[s], norm, dim, 1e-6, rope, pos[s], variant, ring[s], slots);
+      check_bitwise("finish_kv_at kv vs the op chain (cuda)", get(b, chain_kv, kGpu), get(b, kv, kGpu));
+      check_bitwise("finish_kv_at ring vs the op chain (cuda)", get(b, chain_ring, kGpu), get(b, ring, kGpu));
+      // As the rmsnorm twin (f32 sum of squares vs f64, ~1e-7; bound 1e-6; rope and the clamp
+      // quantizer keep it); e4m3 as the compressor twin's (a rare flip at a rounding boundary).
+      const bool e4m3 = variant == KvQuant::e4m3;
+      check_close("finish_kv_at kv", get(b, kv, kCpu), get(b, kv, kGpu), e4m3 ? 5e-2 : 1e-6, e4m3 ? 0.25 : 1e-6);
+      check_close("finish_kv_at ring", get(b, ring, kCpu), get(b, ring, kGpu), e4m3 ? 5e-2 : 1e-6, e4m3 ? 0.25 : 1e-6);
+    }
   }
+  // p = -1 (outside the table): NaN rope dims on CUDA (as rope_dev) and no ring slot
+  // written; the CPU refuses it by name.
+  PairF kv = put(b, rng.normals(dim)), ring = put(b, rng.normals(static_cast<size_t>(slots) * dim));
+  const std::vector<float> ring0 = get(b, ring, kGpu);
+  PairI neg = position(b, -1);
+  b.gpu->finish_kv_at(kv[kGpu], norm, dim, 1e-6, rope, neg[kGpu], KvQuant::clamp, ring[kGpu], slots);
+  const std::vector<float> got = get(b, kv, kGpu);
+  CHECK(all_nan({got.end() - 64, got.end()}));
+  CHECK(get(b, ring, kGpu) == ring0);
+  CHECK_THROWS_AS(b.cpu->finish_kv_at(kv[kCpu], norm, dim, 1e-6, rope, neg[kCpu], KvQuant::clamp, ring[kCpu], slots),
+                  Error);
 }
 
-// compress_at over consecutive positions from the same pending rows on both backends
-// (every row written by copy_to_slot, as CompressorState::advance_at does): the store rows
-// and the pending rows after each step. On CUDA a completed block must equal
-// compress_blocks of the same pending rows bit for bit, and a position that completes no
-// block must leave store and pending untouched.
+// compress_at over consecutive positions from the same pending rows on both backends: the
+// store rows and the pending rows after each step. On CUDA it must equal, bit for bit, what
+// it fuses run on a mirror of the pending rows (both rows copied to pending row p mod r,
+// then, when a block completes, compress_blocks of that block and the overlap shift), and a
+// position that completes no block must leave the store untouched.
 void run_compress_at(int ratio, bool rotate, uint64_t seed) {
   Backends b;
   Rng rng(seed);
@@ -166,25 +230,32 @@ void run_compress_at(int ratio, bool rotate, uint64_t seed) {
   c.norm = store.f32("compressor.norm", {c.d}, rng.normals(c.d, 0.5f));
   const RopeTable rope = make_rope_table(160000.0, 64, int64_t{n_blocks} * ratio + 8, nullptr);
   Numerics num;
-  PairF pend_kv = zeros(b, static_cast<size_t>(slots) * lc);
-  PairF pend_score = put(b, std::vector<float>(static_cast<size_t>(slots) * lc, -std::numeric_limits<float>::infinity()));
+  const std::vector<float> no_score(static_cast<size_t>(slots) * lc, -std::numeric_limits<float>::infinity());
+  PairF pend_kv = zeros(b, static_cast<size_t>(slots) * lc), pend_score = put(b, no_score);
+  PairF mirror_kv = zeros(b, static_cast<size_t>(slots) * lc), mirror_score = put(b, no_score);
   PairF out = zeros(b, static_cast<size_t>(n_blocks) * c.d);
   PairF single = zeros(b, c.d);
   const size_t cur = c.overlap ? static_cast<size_t>(ratio) * lc : 0;
   for (int64_t p = 0; p < int64_t{n_blocks} * ratio; ++p) {
     PairF kv = put(b, rng.normals(lc)), score = put(b, rng.normals(lc, 2.0f));
     PairI pos = position(b, p);
-    for (int s : {kCpu, kGpu}) {
-      b.at(s).copy_to_slot(pend_kv[s] + cur, pos[s], ratio, kv[s], lc);
-      b.at(s).copy_to_slot(pend_score[s] + cur, pos[s], ratio, score[s], lc);
-    }
+    Ops& gpu = *b.gpu;
+    const size_t slot = cur + static_cast<size_t>(p % ratio) * lc;
+    gpu.copy(mirror_kv[kGpu] + slot, kv[kGpu], lc);
+    gpu.copy(mirror_score[kGpu] + slot, score[kGpu], lc);
     const bool completes = (p + 1) % ratio == 0;
-    const std::vector<float> pend_before = get(b, pend_kv, kGpu), out_before = get(b, out, kGpu);
-    if (completes)  // the same block by the multi-block op, before compress_at shifts
-      b.gpu->compress_blocks(c, pend_kv[kGpu] + cur, pend_score[kGpu] + cur, 1, c.overlap ? pend_kv[kGpu] : nullptr,
-                             c.overlap ? pend_score[kGpu] : nullptr, static_cast<int>(p / ratio), rope, 1e-6, num,
-                             single[kGpu]);
-    for (int s : {kCpu, kGpu}) b.at(s).compress_at(c, pos[s], pend_kv[s], pend_score[s], rope, 1e-6, num, out[s]);
+    if (completes) {
+      gpu.compress_blocks(c, mirror_kv[kGpu] + cur, mirror_score[kGpu] + cur, 1, c.overlap ? mirror_kv[kGpu] : nullptr,
+                          c.overlap ? mirror_score[kGpu] : nullptr, static_cast<int>(p / ratio), rope, 1e-6, num,
+                          single[kGpu]);
+      if (c.overlap) {
+        gpu.copy(mirror_kv[kGpu], mirror_kv[kGpu] + cur, cur);
+        gpu.copy(mirror_score[kGpu], mirror_score[kGpu] + cur, cur);
+      }
+    }
+    const std::vector<float> out_before = get(b, out, kGpu);
+    for (int s : {kCpu, kGpu})
+      b.at(s).compress_at(c, pos[s], kv[s], score[s], pend_kv[s], pend_score[s], rope, 1e-6, num, out[s]);
     INFO("ratio " << ratio << " rotate " << rotate << " position " << p);
     const std::vector<float> got = get(b, out, kGpu);
     if (completes) {
@@ -193,12 +264,14 @@ void run_compress_at(int ratio, bool rotate, uint64_t seed) {
       CHECK(std::equal(want.begin(), want.end(), got.begin() + static_cast<ptrdiff_t>(row)));
     } else {
       CHECK(got == out_before);
-      CHECK(get(b, pend_kv, kGpu) == pend_before);
     }
+    CHECK(get(b, pend_kv, kGpu) == get(b, mirror_kv, kGpu));
+    CHECK(get(b, pend_score, kGpu) == get(b, mirror_score, kGpu));
     // The pending rows are copies (exact); the store as the compress_blocks twin: the
     // pool's f32 chain vs f64 plus expf ulps, ~1e-6 (bound 1e-5); the indexer's FP4
     // finishing flips a rounding step only at a boundary (bound of that twin: 1e-1, 0.6).
     check_close("compress_at pending kv", get(b, pend_kv, kCpu), get(b, pend_kv, kGpu), 0, 0);
+    CHECK(get(b, pend_score, kCpu) == get(b, pend_score, kGpu));  // by value: -inf where never written
     check_close("compress_at store", get(b, out, kCpu), got, rotate ? 1e-1 : 1e-5, rotate ? 0.6 : 1e-5);
   }
 }

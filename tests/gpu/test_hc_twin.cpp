@@ -13,9 +13,10 @@ constexpr int kHc = 4, kHidden = 256, kRows = 3;
 struct Shape {
   int hidden, rows;
 };
-// A small case over two row tiles of the mix kernel (8 rows each), then Flash (hc 4, hidden
-// 4096: fn [24, 16384]) as a decode row and a verify round.
-constexpr Shape kShapes[] = {{kHidden, 11}, {4096, 1}, {4096, 5}};
+// A small case over two row tiles of the mix kernel (8 rows each), a prefill chunk's 300
+// rows (each mix block walks several row tiles; the split's warps span many blocks), then
+// Flash (hc 4, hidden 4096: fn [24, 16384]) as a decode row and a verify round.
+constexpr Shape kShapes[] = {{kHidden, 11}, {kHidden, 300}, {4096, 1}, {4096, 5}};
 
 // fn entries scaled so the mixes stay O(1) at every width (sigmoid / softmax not saturated).
 float fn_sd(int hidden) { return 1.6f / std::sqrt(static_cast<float>(kHc * hidden)); }

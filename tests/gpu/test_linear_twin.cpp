@@ -102,24 +102,32 @@ TEST_CASE("linear_fp8 and grouped_wo_a twins at Flash shapes: split warps, 1..9 
   check_grouped_wo_a(b, store, rng, 8, 1024, 4096, 3, "grouped_wo_a Flash");
 }
 
-TEST_CASE("linear_fp8 twin on the persistent GEMV: 8 and 32 MiB weights at 1, 2, 3, 5 and 9 rows") {
-  // Weights of >= 8 MiB take the persistent kernel (linear.cuh, launch_gemv_persist_rows):
-  // R = 1 with NO 4 (shared expert [2048, 4096]) or NO 8 (wo_b [4096, 8192]) for one row,
-  // R = 2 / 4 / 8 blocks beyond; every row must equal its single-row call bit for bit.
+TEST_CASE("linear_fp8 twin on the tensor-core GEMV: 8 to 32 MiB weights at 2, 3, 5, 8 and 9 rows") {
+  // Weights of >= 8 MiB take the tensor-core kernel (gemv_tc.cuh): 16-row tiles, up to 8
+  // rows per tile; 8 warps per tile and 2 runs ahead (U2 B1) for the shared expert
+  // [2048, 4096] and [1000, 8448] (a partial tile, a partial 128-row scale block), 1 and 8
+  // warps per tile at U1 B2 for wq_b [32768, 1024] and wo_b [4096, 8192]. bf16 activations
+  // (one bf16 plane) and f32 ones (three exact planes). Every row must equal its
+  // single-row call bit for bit.
   Backends b;
   Rng rng(35);
   Store store;
-  for (const auto& [out, in] : {std::pair<int64_t, int64_t>{2048, 4096}, {4096, 8192}}) {
-    const Fp8Linear w = store.fp8("persist", out, in, rng);
-    for (int rows : {2, 3, 5, 9}) {
+  for (const auto& [out, in] :
+       {std::pair<int64_t, int64_t>{2048, 4096}, {32768, 1024}, {4096, 8192}, {1000, 8448}}) {
+    const Fp8Linear w = store.fp8("tc", out, in, rng);
+    for (int rows : {2, 3, 5, 8, 9}) {
       PairF x = put(b, rng.normals(rows * in));
-      PairF y = zeros(b, rows * out);
-      for (int s : {kCpu, kGpu}) b.at(s).linear_fp8(w, x[s], rows, true, y[s]);
-      // f32 on both, different summation orders over 4096-8192 terms: ~1e-6; bound 1e-5.
-      const std::string what = cat("linear_fp8 [", out, ", ", in, "] rows ", rows);
-      check_close(what, get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
-      check_row_independent(b, what, x, in, out, rows,
-                            [&](const float* xp, int r, float* yp) { b.gpu->linear_fp8(w, xp, r, true, yp); });
+      for (bool act : {true, false}) {
+        PairF y = zeros(b, rows * out);
+        for (int s : {kCpu, kGpu}) b.at(s).linear_fp8(w, x[s], rows, act, y[s]);
+        // Every product exact on both (bf16 x bf16 in the mma's f32, as the CPU's f32 of
+        // the dequantized weight), f32 sums in different orders over 1024-8448 terms:
+        // ~1e-6; bound 1e-5.
+        const std::string what = cat("linear_fp8 [", out, ", ", in, "] rows ", rows, act ? " bf16" : " f32", " act");
+        check_close(what, get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
+        check_row_independent(b, what, x, in, out, rows,
+                              [&](const float* xp, int r, float* yp) { b.gpu->linear_fp8(w, xp, r, act, yp); });
+      }
     }
   }
 }

@@ -54,6 +54,13 @@ struct Block {
     if (scale_2 > 0.0f)
       for (ExpertWeights& e : w.experts) e.w1.scale_2 = e.w2.scale_2 = e.w3.scale_2 = scale_2;
   }
+  // The shared expert's down projection as zero codes (before any backend uploads it):
+  // its output is then +0 in every kernel (finite h x 0 summed from +0), so the MoE's
+  // output is the routed sum alone and two MoE paths compare bit for bit.
+  void zero_shared_down() {
+    auto* codes = const_cast<uint8_t*>(w.shared_w2.weight.data);  // the Store's own bytes
+    std::fill_n(codes, w.shared_w2.weight.nbytes, uint8_t{0});
+  }
 };
 
 }  // namespace
@@ -334,6 +341,68 @@ TEST_CASE("moe_gemm twin (prefill, grouped by expert): every arm, MXFP4 and NVFP
 TEST_CASE("moe_gemm twin at Flash shapes: 24 rows over 128 of the 256 experts, both recipes") {
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_moe_gemm(kFlash, recipe, 24, recipe == ExpertRecipe::mxfp4 ? 94 : 95);
+}
+
+// The prefill MoE's routed experts compute the decode MoE's columns (the same exact
+// products in the same K order, moe_prefill.cu): with the shared expert's output zeroed,
+// moe_gemm's rows equal moe's bit for bit in every arm, and a repeated call gives the same
+// bits; its first `cpu_rows` rows are checked against the CPU reference (row by row
+// independent there) at check_moe's bounds.
+void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host,
+                       uint64_t seed, int cpu_rows) {
+  const int rows = static_cast<int>(sel_host.size()) / kK;
+  Backends b;
+  Rng rng(seed);
+  Block blk(rng, recipe, false, s);
+  blk.zero_shared_down();
+  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
+  std::vector<float> wt_host(sel_host.size());
+  for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
+  PairI sel = put_i32(b, sel_host);
+  PairF wt = put(b, wt_host);
+  const size_t n = static_cast<size_t>(rows) * s.hidden;
+  for (const auto& [a, num] : arms_for(0.0f)) {
+    const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows);
+    PairF out = zeros(b, n), again = zeros(b, n);
+    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
+    const std::vector<float> got = get(b, out, kGpu);
+    check_bitwise(what, gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num), got);
+    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, again[kGpu]);
+    check_bitwise(what + " repeated call", got, get(b, again, kGpu));
+    PairF ref = zeros(b, static_cast<size_t>(cpu_rows) * s.hidden);
+    b.cpu->moe_gemm(blk.w, x[kCpu], cpu_rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
+    check_close(what + " vs cpu, first " + std::to_string(cpu_rows) + " rows", get(b, ref, kCpu),
+                std::vector<float>(got.begin(), got.begin() + ref.n), a.rel_l2, a.max_norm);
+  }
+}
+
+// Small widths: K of 1 to 3 chunks (fewer than moe's 8 partials), and hidden 384, which
+// leaves the second 256-row block of the down projection half its warps idle.
+TEST_CASE("moe_gemm equals moe bit for bit: 37 rows at small widths (K of 1-3 chunks), both recipes") {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < 37; ++t)
+    for (int j = 0; j < kK; ++j) sel.push_back((t * 5 + j * 3) % kExperts);  // distinct: 3 is odd to 16
+  for (const MoeShape& s : {kSmall, MoeShape{384, 256, kExperts, kExperts}})
+    for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+      check_gemm_vs_moe(s, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 96 : 97, 37);
+}
+
+// 300 rows at Flash shapes: expert 7 in every row (300 slots: four full 64-slot tiles and
+// one of 44), expert 200 in rows 0-64 (a full tile and one of a single slot), expert 255
+// in row 0 alone, the other slots spread over experts 8-199 (a few slots each). The CPU
+// checks rows 0-3 (~1 s per row and arm at these widths), moe the rest bit for bit.
+TEST_CASE("moe_gemm at Flash shapes, 300 rows: experts over 64 slots and of 1; vs moe bitwise, vs cpu") {
+  constexpr int kLong = 300;
+  Rng pick(98);
+  std::vector<int32_t> sel, pool;
+  for (int e = 8; e < 200; ++e) pool.push_back(e);
+  for (int t = 0; t < kLong; ++t) {
+    std::shuffle(pool.begin(), pool.end(), pick.gen);
+    const int32_t own[kK] = {pool[0], 7, t < 65 ? 200 : pool[1], pool[2], pool[3], t == 0 ? 255 : pool[4]};
+    sel.insert(sel.end(), own, own + kK);
+  }
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 99 : 100, 4);
 }
 
 }  // namespace dsv4::twin

@@ -3,13 +3,15 @@
 // (logits and every cache class) across r = 4 and r = 16 block completions, the ring
 // wrap and the last positions; memory that moves after a capture forces a re-capture,
 // never a replay of the stale graph; a host copy inside a capture is refused by name and
-// leaves the backend usable.
+// leaves the backend usable. The step's concurrent lines (Ops::on_line) change no bit:
+// steps on a backend that keeps every op on the main line equal them.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "kernels/forwarding_ops.h"
 #include "tests/unit/stage/stage_harness.h"
 
 namespace dsv4::test {
@@ -18,12 +20,24 @@ namespace {
 
 constexpr int64_t kMaxSeq = 256;  // the tiny model's max_position_embeddings
 
+// A CUDA backend with Ops::on_line ignored: every op on the main line, in the order issued
+// (what the CPU runs); as a decorator it also runs every step op by op.
+class MainLineOps final : public ForwardingOps {
+ public:
+  explicit MainLineOps(std::unique_ptr<Ops> inner) : ForwardingOps(*inner), owned_(std::move(inner)) {}
+  void on_line(int) override {}
+  void join_lines() override {}
+
+ private:
+  std::unique_ptr<Ops> owned_;
+};
+
 // One single-stage tiny model on one backend, its decode buffers fixed (as the pipeline's).
 // drafter: the stage has the verify rows and writes tap rows (as a speculative run's).
 struct GraphRun {
-  GraphRun(Checkpoint& ckpt, bool graphs, bool drafter = false)
+  GraphRun(Checkpoint& ckpt, bool graphs, bool drafter = false, bool lines = true)
       : cfg(ckpt.config()),
-        ops(make_cuda_ops(0, graphs)),
+        ops(lines ? make_cuda_ops(0, graphs) : std::make_unique<MainLineOps>(make_cuda_ops(0, false))),
         stage(ckpt, *ops, stage_spec(0, 1, {0, cfg.num_hidden_layers}, kMaxSeq, drafter)),
         h(ops->alloc(static_cast<size_t>(kMaxSeq) * cfg.hc_mult * cfg.hidden_size)),
         taps(ops->alloc(drafter ? tap_rows() * cfg.dspark.target_layer_ids.size() * cfg.hidden_size : 0)),
@@ -76,11 +90,11 @@ void check_same_caches(const Stage& a, const Stage& b, int64_t pos) {
 TEST_CASE("cuda graphs: replayed plain decode steps equal steps op by op, bit for bit") {
   Checkpoint ckpt(tiny_dir());
   const ModelConfig& c = ckpt.config();
-  GraphRun graphs(ckpt, true), plain(ckpt, false);
+  GraphRun graphs(ckpt, true), plain(ckpt, false), one_line(ckpt, false, false, /*lines=*/false);
   const std::vector<int32_t> ids = random_tokens(static_cast<int>(kMaxSeq), c.vocab_size, 1212);
   constexpr int kPrompt = 13;
   const std::vector<int32_t> prompt(ids.begin(), ids.begin() + kPrompt);
-  for (GraphRun* r : {&graphs, &plain}) r->stage.prefill(prompt, r->h.data(), nullptr);
+  for (GraphRun* r : {&graphs, &plain, &one_line}) r->stage.prefill(prompt, r->h.data(), nullptr);
 
   // Positions 13..80: r = 4 blocks complete at every 4th, r = 16 ones at 15, 31, 47, 63,
   // 79; the window ring (16 slots) wraps at 16, 32, ...; then 240..255, the last ones,
@@ -90,8 +104,13 @@ TEST_CASE("cuda graphs: replayed plain decode steps equal steps op by op, bit fo
       INFO("position " << p);
       REQUIRE(graphs.stage.pos() == p);
       const int32_t token = ids[static_cast<size_t>(p)];
-      CHECK(same_bits(graphs.decode(token), plain.decode(token)));
-      if (p % 8 == 7) check_same_caches(graphs.stage, plain.stage, p);
+      const std::vector<float> replayed = graphs.decode(token);
+      CHECK(same_bits(replayed, plain.decode(token)));
+      CHECK(same_bits(replayed, one_line.decode(token)));  // the lines change no bit
+      if (p % 8 == 7) {
+        check_same_caches(graphs.stage, plain.stage, p);
+        check_same_caches(graphs.stage, one_line.stage, p);
+      }
     }
   };
   walk(kPrompt, 81);
@@ -105,9 +124,10 @@ TEST_CASE("cuda graphs: replayed plain decode steps equal steps op by op, bit fo
   CHECK(none.captures == 0);
   CHECK(none.replays == 0);
 
-  for (GraphRun* r : {&graphs, &plain}) r->stage.fill_for_benchmark(240, 77);
+  for (GraphRun* r : {&graphs, &plain, &one_line}) r->stage.fill_for_benchmark(240, 77);
   walk(240, kMaxSeq);
   check_same_caches(graphs.stage, plain.stage, kMaxSeq);
+  check_same_caches(graphs.stage, one_line.stage, kMaxSeq);
   const StepGraphCounts last = graphs.ops->step_graph_counts();
   CHECK(last.replays > first.replays);  // the late positions were replayed too
 }

@@ -16,165 +16,136 @@ struct TraceEntry {
   bool integral = false;
 };
 
-class TracingOps final : public ForwardingOps {
+class TracingOps final : public OpDecorator<TracingOps> {
  public:
-  explicit TracingOps(Ops& inner) : ForwardingOps(inner) {}
+  explicit TracingOps(Ops& inner) : OpDecorator(inner) {}
   std::vector<TraceEntry> trace;
   bool enabled = true;
 
-  void add(float* y, const float* x, size_t n) override { inner().add(y, x, n); rec("add", y, n); }
-  void embed(const TensorView& t, const int32_t* ids, int s, int hc, float* h) override {
-    inner().embed(t, ids, s, hc, h);
+ private:
+  friend class OpDecorator<TracingOps>;
+  // Runs the op, then records what the record() overload of its tag names. An op
+  // without one (a transfer, hc_mean, the head's argmax) records nothing, and so would an
+  // overload whose parameters do not take the op's arguments: test_tracing_ops.cpp
+  // (tests/unit/stage) checks the records on the CPU backend.
+  template <class O, class Run, class... A>
+  decltype(auto) around(O op, Run&& run, const A&... a) {
+    if constexpr (requires { record(op, a...); }) {
+      run();
+      record(op, a...);
+    } else {
+      return run();
+    }
+  }
+
+  // ---- what each op records: its outputs, sized by its arguments ----
+  void record(OpTag<"add">, float* y, const float*, size_t n) { rec("add", y, n); }
+  template <OneOf<OpTag<"embed">, OpTag<"embed_dev">> O>
+  void record(O, const TensorView& t, const int32_t*, int s, int hc, float* h) {
     rec("embed", h, static_cast<size_t>(s) * hc * t.dim(1));
   }
-  void embed_dev(const TensorView& t, const int32_t* ids, int s, int hc, float* h) override {
-    inner().embed_dev(t, ids, s, hc, h);
-    rec("embed", h, static_cast<size_t>(s) * hc * t.dim(1));
-  }
-  void rmsnorm(const float* x, const TensorView& w, int rows, int n, double eps, float* y) override {
-    inner().rmsnorm(x, w, rows, n, eps, y);
+  void record(OpTag<"rmsnorm">, const float*, const TensorView& w, int rows, int n, double,
+              float* y) {
     rec("rmsnorm " + w.name, y, static_cast<size_t>(rows) * n);
   }
-  void head_rms(float* v, int vectors, int n, double eps) override {
-    inner().head_rms(v, vectors, n, eps);
+  void record(OpTag<"head_rms">, float* v, int vectors, int n, double) {
     rec("head_rms", v, static_cast<size_t>(vectors) * n);
   }
-  void rope(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
-            bool inverse) override {
-    inner().rope(v, rows, heads, dim, t, pos, inverse);
+  template <OneOf<OpTag<"rope">, OpTag<"rope_dev">> O>
+  void record(O, float* v, int rows, int heads, int dim, const RopeTable&, const int32_t*,
+              bool inverse) {
     rec(inverse ? "inverse rope" : "rope", v, static_cast<size_t>(rows) * heads * dim);
   }
-  void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t, const int32_t* pos,
-                bool inverse) override {
-    inner().rope_dev(v, rows, heads, dim, t, pos, inverse);
-    rec(inverse ? "inverse rope" : "rope", v, static_cast<size_t>(rows) * heads * dim);
+  void record(OpTag<"head_rms_rope_dev">, float* v, int rows, int heads, int dim, double, const RopeTable&,
+              const int32_t*) {
+    rec("head_rms rope", v, static_cast<size_t>(rows) * heads * dim);
   }
-  void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant q) override {
-    inner().kv_act_quant(v, rows, dim, rd, q);
+  void record(OpTag<"rope_hadamard_fp4_dev">, float* v, int rows, int heads, int dim, const RopeTable&,
+              const int32_t*) {
+    rec("rope hadamard_fp4", v, static_cast<size_t>(rows) * heads * dim);
+  }
+  void record(OpTag<"kv_act_quant">, float* v, int rows, int dim, int, KvQuant) {
     rec("kv_act_quant", v, static_cast<size_t>(rows) * dim);
   }
-  void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override {
-    inner().hadamard_fp4(v, vectors, dim, fp4);
+  void record(OpTag<"hadamard_fp4">, float* v, int vectors, int dim, bool) {
     rec("hadamard_fp4", v, static_cast<size_t>(vectors) * dim);
   }
-  void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double ne, double he,
-              int it, float* y, float* post, float* comb) override {
-    inner().hc_pre(h, s, hc, hidden, p, ne, he, it, y, post, comb);
+  void record(OpTag<"hc_pre">, const float*, int s, int hc, int hidden, const HcParams& p,
+              double, double, int, float* y, float* post, float* comb) {
     rec("hc_pre y " + p.fn.name, y, static_cast<size_t>(s) * hidden);
     rec("hc_pre post", post, static_cast<size_t>(s) * hc);
     rec("hc_pre comb", comb, static_cast<size_t>(s) * hc * hc);
   }
-  void hc_post(const float* x, const float* res, const float* post, const float* comb, int s,
-               int hc, int hidden, float* out) override {
-    inner().hc_post(x, res, post, comb, s, hc, hidden, out);
+  void record(OpTag<"hc_post">, const float*, const float*, const float*, const float*, int s,
+              int hc, int hidden, float* out) {
     rec("hc_post", out, static_cast<size_t>(s) * hc * hidden);
   }
-  void hc_head(const float* h, int s, int hc, int hidden, const HeadWeights& w, double ne,
-               double he, float* y) override {
-    inner().hc_head(h, s, hc, hidden, w, ne, he, y);
+  void record(OpTag<"hc_head">, const float*, int s, int, int hidden, const HeadWeights&, double,
+              double, float* y) {
     rec("hc_head", y, static_cast<size_t>(s) * hidden);
   }
-  void linear_fp8(const Fp8Linear& w, const float* x, int rows, bool a, float* y) override {
-    inner().linear_fp8(w, x, rows, a, y);
-    rec("linear_fp8 " + w.weight.name, y, static_cast<size_t>(rows) * w.out());
+  // Linears: "op weight-name" (the grouped wo_a by op alone), y [rows, out].
+  template <OneOf<OpTag<"linear_fp8">, OpTag<"linear_fp8_gemm">> O>
+  void record(O, const Fp8Linear& w, const float*, int rows, bool, float* y) {
+    rec(std::string(O::name) + " " + w.weight.name, y, static_cast<size_t>(rows) * w.out());
   }
-  void linear_bf16(const TensorView& w, const float* x, int rows, bool a, float* y) override {
-    inner().linear_bf16(w, x, rows, a, y);
-    rec("linear_bf16 " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
+  template <OneOf<OpTag<"linear_bf16">, OpTag<"linear_bf16_gemm">> O>
+  void record(O, const TensorView& w, const float*, int rows, bool, float* y) {
+    rec(std::string(O::name) + " " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
   }
-  void linear_island(const TensorView& w, const float* x, int rows, float* y) override {
-    inner().linear_island(w, x, rows, y);
-    rec("linear_island " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
+  template <OneOf<OpTag<"linear_island">, OpTag<"linear_island_gemm">> O>
+  void record(O, const TensorView& w, const float*, int rows, float* y) {
+    rec(std::string(O::name) + " " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
   }
-  void grouped_wo_a(const Fp8Linear& w, const float* o, int rows, int g, bool a, float* og) override {
-    inner().grouped_wo_a(w, o, rows, g, a, og);
-    rec("grouped_wo_a", og, static_cast<size_t>(rows) * w.out());
+  template <OneOf<OpTag<"grouped_wo_a">, OpTag<"grouped_wo_a_gemm">> O>
+  void record(O, const Fp8Linear& w, const float*, int rows, int, bool, float* og) {
+    rec(std::string(O::name), og, static_cast<size_t>(rows) * w.out());
   }
-  void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool a, float* y) override {
-    inner().linear_fp8_gemm(w, x, rows, a, y);
-    rec("linear_fp8_gemm " + w.weight.name, y, static_cast<size_t>(rows) * w.out());
-  }
-  void linear_bf16_gemm(const TensorView& w, const float* x, int rows, bool a, float* y) override {
-    inner().linear_bf16_gemm(w, x, rows, a, y);
-    rec("linear_bf16_gemm " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
-  }
-  void linear_island_gemm(const TensorView& w, const float* x, int rows, float* y) override {
-    inner().linear_island_gemm(w, x, rows, y);
-    rec("linear_island_gemm " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
-  }
-  void grouped_wo_a_gemm(const Fp8Linear& w, const float* o, int rows, int g, bool a,
-                         float* og) override {
-    inner().grouped_wo_a_gemm(w, o, rows, g, a, og);
-    rec("grouped_wo_a_gemm", og, static_cast<size_t>(rows) * w.out());
-  }
-  void compress_blocks(const CompressorWeights& c, const float* kv, const float* sc, int nb,
-                       const float* pkv, const float* psc, int fb, const RopeTable& r, double e,
-                       const Numerics& num, float* out) override {
-    inner().compress_blocks(c, kv, sc, nb, pkv, psc, fb, r, e, num, out);
+  void record(OpTag<"compress_blocks">, const CompressorWeights& c, const float*, const float*,
+              int nb, const float*, const float*, int, const RopeTable&, double, const Numerics&,
+              float* out) {
     rec("compress_blocks " + c.wkv.name, out, static_cast<size_t>(nb) * c.d);
   }
-  void indexer_topk(const float* q, const float* w, int rows, int heads, int dim, float ws,
-                    const float* keys, const int32_t* nv, int width, int base, int32_t* idx,
-                    int stride, int col0) override {
-    inner().indexer_topk(q, w, rows, heads, dim, ws, keys, nv, width, base, idx, stride, col0);
+  void record(OpTag<"indexer_topk">, const float*, const float*, int rows, int, int, float,
+              const float*, const int32_t*, int, int, int32_t* idx, int stride, int) {
     reci("indexer_topk", idx, static_cast<size_t>(rows) * stride);
   }
-  void indexer_topk_dev(const float* q, const float* w, int rows, int heads, int dim, float ws,
-                        const float* keys, const int32_t* nv, int n_cap, int width, int base,
-                        int32_t* idx, int stride, int col0) override {
-    inner().indexer_topk_dev(q, w, rows, heads, dim, ws, keys, nv, n_cap, width, base, idx, stride,
-                             col0);
+  void record(OpTag<"indexer_topk_dev">, const float*, const float*, int rows, int, int, float,
+              const float*, const int32_t*, int, int, int, int32_t* idx, int stride, int) {
     reci("indexer_topk", idx, static_cast<size_t>(rows) * stride);
   }
-  void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
-                      const int32_t* idx, int width, const TensorView& sink, float scale,
-                      float* o) override {
-    inner().sink_attention(q, rows, heads, dim, kv, idx, width, sink, scale, o);
+  void record(OpTag<"sink_attention">, const float*, int rows, int heads, int dim, const float*,
+              const int32_t* idx, int width, const TensorView&, float, float* o) {
     reci("attention index", idx, static_cast<size_t>(rows) * width);
     rec("sink_attention", o, static_cast<size_t>(rows) * heads * dim);
   }
-  void route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
-             int ne, int k, float rs, int32_t* sel, float* wt) override {
-    inner().route(b, x, rows, ids, hidden, ne, k, rs, sel, wt);
+  template <OneOf<OpTag<"route">, OpTag<"route_dev">> O>
+  void record(O, const BlockWeights&, const float*, int rows, const int32_t*, int, int, int k,
+              float, int32_t* sel, float* wt) {
     reci("route sel", sel, static_cast<size_t>(rows) * k);
     rec("route wt", wt, static_cast<size_t>(rows) * k);
   }
-  void route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
-                 int ne, int k, float rs, int32_t* sel, float* wt) override {
-    inner().route_dev(b, x, rows, ids, hidden, ne, k, rs, sel, wt);
-    reci("route sel", sel, static_cast<size_t>(rows) * k);
-    rec("route wt", wt, static_cast<size_t>(rows) * k);
+  template <OneOf<OpTag<"moe">, OpTag<"moe_gemm">> O>
+  void record(O, const BlockWeights& b, const float*, int rows, const int32_t*, const float*, int,
+              float, const Numerics&, float* out) {
+    rec(std::string(O::name), out, static_cast<size_t>(rows) * b.wq_a.in());
   }
   // The device-step ops: the row they wrote, found from the step position.
-  void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src,
-                    size_t n) override {
-    inner().copy_to_slot(base, pos, slots, src, n);
-    rec("copy_to_slot", base + (position(pos) % slots) * static_cast<int64_t>(n), n);
+  void record(OpTag<"finish_kv_at">, float* kv, const TensorView&, int dim, double, const RopeTable&,
+              const int32_t*, KvQuant, float*, int) {
+    rec("finish_kv_at", kv, static_cast<size_t>(dim));
   }
-  void decode_index(const int32_t* pos, int ratio, int window, int tail, int32_t* idx,
-                    int32_t* nv) override {
-    inner().decode_index(pos, ratio, window, tail, idx, nv);
+  void record(OpTag<"decode_index">, const int32_t*, int, int window, int tail, int32_t* idx,
+              int32_t* nv) {
     reci("decode_index", idx, static_cast<size_t>(window) + tail);
     if (nv) reci("decode_index n_visible", nv, 1);
   }
-  void compress_at(const CompressorWeights& c, const int32_t* pos, float* pkv, float* psc,
-                   const RopeTable& r, double e, const Numerics& num, float* store) override {
-    inner().compress_at(c, pos, pkv, psc, r, e, num, store);
+  void record(OpTag<"compress_at">, const CompressorWeights& c, const int32_t* pos, const float*,
+              const float*, float*, float*, const RopeTable&, double, const Numerics&, float* store) {
     const int64_t p = position(pos);
     if ((p + 1) % c.ratio == 0) rec("compress_at " + c.wkv.name, store + p / c.ratio * c.d, c.d);
   }
-  void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
-           int k, float lim, const Numerics& num, float* out) override {
-    inner().moe(b, x, rows, sel, wt, k, lim, num, out);
-    rec("moe", out, static_cast<size_t>(rows) * b.wq_a.in());
-  }
-  void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
-                int k, float lim, const Numerics& num, float* out) override {
-    inner().moe_gemm(b, x, rows, sel, wt, k, lim, num, out);
-    rec("moe_gemm", out, static_cast<size_t>(rows) * b.wq_a.in());
-  }
 
- private:
   void rec(const std::string& op, const float* p, size_t n) {
     if (!enabled) return;
     std::vector<float> host(n);

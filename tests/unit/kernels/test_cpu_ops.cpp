@@ -156,3 +156,13 @@ TEST_CASE("linear_fp8 and linear_bf16 (L-bf16): bf16(x) . W with f32 accumulatio
   ops->linear_fp8(lin, x.data(), rows, false, y_f32.data());
   CHECK(y_bf != y_f32);
 }
+
+// Ops::on_line: the CPU runs ops in the order issued (lines change nothing), but a line
+// outside [0, kOpLines) is refused by name on every backend.
+TEST_CASE("on_line: lines 0..kOpLines-1 are accepted, others refused by name") {
+  auto ops = make_cpu_ops();
+  for (int line = 0; line < Ops::kOpLines; ++line) CHECK_NOTHROW(ops->on_line(line));
+  CHECK_NOTHROW(ops->join_lines());
+  CHECK_THROWS_WITH_AS(ops->on_line(Ops::kOpLines), doctest::Contains("line 4 outside [0, 4)"), Error);
+  CHECK_THROWS_WITH_AS(ops->on_line(-1), doctest::Contains("line -1"), Error);
+}

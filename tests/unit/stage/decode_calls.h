@@ -63,6 +63,11 @@ inline void check_position_independent_decode(Ops& backend) {
   CHECK(count_op(first, "embed_dev") == 1);
   CHECK(count_op(first, "decode_index") == 7);
   CHECK(count_op(first, "compress_at") == 8);  // layers 2-6: 5 attention + 3 indexer compressors
+  CHECK(count_op(first, "finish_kv_at") == 7);  // the window latent of every layer
+  CHECK(count_op(first, "head_rms_rope_dev") == 7);  // q
+  CHECK(count_op(first, "rope_hadamard_fp4_dev") == 3);  // the indexer q
+  for (const char* fused : {"head_rms", "kv_act_quant", "hadamard_fp4"})
+    CHECK_MESSAGE(count_op(first, fused) == 0, fused);
   for (const char* host_op : {"rope", "embed", "route", "indexer_topk", "compress_blocks", "upload", "alloc",
                               "alloc_i32", "download", "download_i32"})
     CHECK_MESSAGE(count_op(first, host_op) == 0, host_op);
