@@ -115,6 +115,10 @@ void CudaOps::join_lines() {
       DSV4_CUDA_CHECK(cudaEventRecord(line_done_[k], lines_[k]));
       DSV4_CUDA_CHECK(cudaStreamWaitEvent(main_, line_done_[k], 0));
     }
+  leave_lines();
+}
+
+void CudaOps::leave_lines() {
   lines_open_ = 0;
   line_ = 0;
   stream_ = main_;

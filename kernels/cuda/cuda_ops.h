@@ -167,6 +167,9 @@ class CudaOps final : public Ops {
   // post / comb — and any host read — sees the split done. Events, not host waits: the
   // fork and join are captured into a CUDA graph as a parallel branch.
   void join_split();
+  // Back on the main line with no line open, waiting for nothing (join_lines' end; a
+  // failed capture's lines are dropped with it).
+  void leave_lines();
   // Refuses (Error naming `what`) an operation that a graph cannot replay (a host copy,
   // a synchronization, an allocation) while a step is being captured.
   void refuse_in_capture(const char* what, size_t bytes) const;

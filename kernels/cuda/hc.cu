@@ -128,7 +128,7 @@ struct SplitArgs {  // §4.4 step 2; post / comb null: hc_head (§4.25, no split
   float *post, *comb;
 };
 
-// §4.4 step 2 for row t on warp 0, f64 throughout, outputs rounded once to f32; mix(j) =
+// §4.4 step 2 for row t on the calling warp, f64 throughout, outputs rounded once to f32; mix(j) =
 // raw[j] * rs. `mat` [hc * hc] is the warp's shared scratch.
 __device__ void hc_split_row(const double* raw, double rs, int64_t t, int hc, const SplitArgs& a,
                              double* mat) {

@@ -69,9 +69,7 @@ GraphExec CudaOps::capture(const StepKey& key, const std::function<void()>& body
     try {
       join_lines();  // the lines forked inside it rejoin, so the capture can end
     } catch (const std::exception&) {  // an invalidated capture may refuse even that
-      lines_open_ = 0;
-      line_ = 0;
-      stream_ = main_;
+      leave_lines();
     }
     // Ends the capture (invalidated or not) so the stream takes work again.
     if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
