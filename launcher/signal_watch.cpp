@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -15,14 +17,36 @@ namespace dsv4 {
 
 namespace {
 int wake_fds[2] = {-1, -1};   // the handler's self-pipe to the exit thread
-volatile sig_atomic_t received = 0;
+std::atomic<int> received{0};        // the first signal's number
+std::atomic<long> first_at_ns{0};    // when it came (CLOCK_MONOTONIC); 0 while being set
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<long>::is_always_lock_free,
+              "the handler's atomics must be lock-free to be async-signal-safe");
+
+// A repeat this soon after the first signal is the same request delivered twice, not a
+// second one: GNU timeout forwards a signal to its child and then to the child's process
+// group, so the child takes it twice within microseconds. A person's second Ctrl-C comes
+// later than this.
+constexpr long kRepeatGraceNs = 300'000'000;
+
+long monotonic_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe (POSIX)
+  return now.tv_sec * 1'000'000'000L + now.tv_nsec;
+}
 
 // Any thread may take the signal; the handler only does what is async-signal-safe.
 void on_stop_signal(int sig) {
-  if (received) _exit(128 + sig);  // the second signal: no more waiting
-  received = sig;
-  const unsigned char byte = static_cast<unsigned char>(sig);
-  [[maybe_unused]] const ssize_t n = write(wake_fds[1], &byte, 1);
+  const long now = monotonic_ns();
+  int none = 0;
+  if (received.compare_exchange_strong(none, sig)) {
+    first_at_ns.store(now);
+    const unsigned char byte = static_cast<unsigned char>(sig);
+    [[maybe_unused]] const ssize_t n = write(wake_fds[1], &byte, 1);
+    return;
+  }
+  const long first = first_at_ns.load();
+  if (first == 0 || now - first < kRepeatGraceNs) return;  // a duplicate delivery
+  _exit(128 + sig);  // the second signal: no more waiting
 }
 }  // namespace
 

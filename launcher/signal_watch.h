@@ -4,7 +4,8 @@
 // partial outputs removed, logs flushed, one line. Rank 0 says it on stderr
 // ("interrupted by SIGINT: stopping"); the other ranks write theirs to their log only,
 // so the job prints one message. The first signal starts that orderly exit (bounded: it
-// waits for no peer); a second one ends the process at once.
+// waits for no peer); a second one ends the process at once (a repeat within 300 ms is the
+// same signal delivered twice, e.g. by GNU timeout to the child and its group: ignored).
 #pragma once
 
 namespace dsv4 {
