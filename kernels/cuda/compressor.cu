@@ -16,7 +16,6 @@ using cuda::Finish;
 using cuda::FinishArgs;
 
 constexpr int kThreads = cuda::kFinishThreads;
-constexpr int kMaxEntries = 256;  // 2r (overlap) or r pool entries per output element
 constexpr int kMaxD = cuda::kMaxFinishDim;
 
 // Step 3's inputs: kv, score [n_blocks*r, Lc] raw projections; prev_kv, prev_score [r, Lc]
@@ -165,8 +164,6 @@ void check_compressor(const CompressorWeights& c) {
     throw Error(cat("compressor: ", c.ape.name, " must have shape [", c.ratio, ", ", c.latent(), "]"));
   if (c.norm.numel() != c.d)
     throw Error(cat("compressor: ", c.norm.name, " must have ", c.d, " entries"));
-  if ((c.overlap ? 2 : 1) * c.ratio > kMaxEntries)
-    throw Error(cat("compressor ", c.ape.name, ": ratio ", c.ratio, " exceeds the CUDA pool limit"));
   if (c.d > kMaxD)
     throw Error(cat("compressor ", c.ape.name, ": d = ", c.d, " exceeds the CUDA row limit ", kMaxD));
 }
