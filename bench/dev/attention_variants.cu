@@ -1,7 +1,8 @@
 // dsv4-dev-attention: sparse sink attention (MODEL.md §4.20 with D12) for a prefill's rows
-// at the Flash shapes (64 heads x 512 dims), llm.c dev/cuda style. "decode" is the shipped
-// kernel (CudaOps::sink_attention: split-KV f32 chains on CUDA cores), "tc" the tensor-core
-// prefill kernel (kernels/cuda/attention_prefill.cu). Index patterns: "full" (width 640,
+// at the Flash shapes (64 heads x 512 dims) on 64, 1024 and 2048 rows, llm.c dev/cuda
+// style. "decode" is the shipped kernel (CudaOps::sink_attention: split-KV f32 chains on
+// CUDA cores), "tc" the tensor-core prefill kernel (kernels/cuda/attention_prefill.cu).
+// Index patterns: "full" (width 640,
 // every entry valid: window 128 + top-k 512) and "prefill" (a ratio-4 layer's prefill of
 // `rows` tokens, §4.15 + §4.18: row t sees positions max(0, t-127)..t and compressed blocks
 // j < (t+1)/4 of min(512, rows/4); the rest -1). Both kernels are validated against the
@@ -216,7 +217,7 @@ int run_all(int argc, char** argv) {
   std::unique_ptr<Ops> ops = make_cuda_ops(0);
   std::mt19937 gen(7);
   for (const char* pattern : {"full", "prefill"})
-    for (int rows : {1024, 2048}) {
+    for (int rows : {64, 1024, 2048}) {  // 64: near the adoption threshold
       Problem p = make_problem(pattern, rows, gen);
       Bench b(p, reps);
       b.decode(*ops);
