@@ -221,9 +221,10 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
       s.run_max[threadIdx.x] = sk;  // D12: the sink takes part in the max
       s.run_sum[threadIdx.x] = 0.0f;
     }
-    // Q fragments of heads h0 + 16 mi + {g, g + 8}, dims d0 + 16 st + {2tq, 2tq + 8} (+1),
-    // as bf16 planes: qf[mi][st][plane] is an A operand (a0..a3 as mma_bf16.cuh).
-    uint32_t qf[kMTiles][kSteps][2][4];
+    // Q rows of heads h0 + 16 mi + {g, g + 8}, dims d0 + 16 st + {2tq, 2tq + 8} (+1): the
+    // loads start before the index row's, the planes are made once the first kv tiles are
+    // on their way, so the three latencies overlap.
+    float2 qraw[kMTiles][kSteps][4];
 #pragma unroll
     for (int mi = 0; mi < kMTiles; ++mi)
 #pragma unroll
@@ -232,17 +233,26 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
         for (int r = 0; r < 4; ++r) {
           const int h = h0 + 16 * mi + g + 8 * (r & 1);
           const int col = d0 + 16 * st + 8 * (r >> 1) + 2 * tq;
-          float2 v = make_float2(0.0f, 0.0f);  // heads past the last: zero rows, never stored
-          if (h < heads) v = *reinterpret_cast<const float2*>(q + (static_cast<int64_t>(t) * heads + h) * dim + col);
-          uint32_t planes[2];
-          bf16x2_planes<2>(v.x, v.y, planes);
-          qf[mi][st][0][r] = planes[0];
-          qf[mi][st][1][r] = planes[1];
+          qraw[mi][st][r] = h < heads  // heads past the last: zero rows, never stored
+                                ? *reinterpret_cast<const float2*>(q + (static_cast<int64_t>(t) * heads + h) * dim + col)
+                                : make_float2(0.0f, 0.0f);
         }
     index_tiles(s, idx + static_cast<int64_t>(t) * width, width);
     const int tiles = (width + kKeys - 1) / kKeys;
     const int n = s.list[tiles];
     for (int i = 0; i < kStages; ++i) issue_tile(s, ld, i, n, kv, dim, vec);
+    uint32_t qf[kMTiles][kSteps][2][4];  // qf[mi][st][plane]: an A operand (a0..a3, mma_bf16.cuh)
+#pragma unroll
+    for (int mi = 0; mi < kMTiles; ++mi)
+#pragma unroll
+      for (int st = 0; st < kSteps; ++st)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          uint32_t planes[2];
+          bf16x2_planes<2>(qraw[mi][st][r].x, qraw[mi][st][r].y, planes);
+          qf[mi][st][0][r] = planes[0];
+          qf[mi][st][1][r] = planes[1];
+        }
     __pipeline_wait_prior(kStages - 1);  // tile 0
     __syncthreads();
 
