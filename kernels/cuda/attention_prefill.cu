@@ -9,8 +9,7 @@
 // whole row, and the kv tile's [16 keys x 64 dims] slice it reads serves both its Q K^T
 // partial (B operand) and, transposed in registers by movmatrix, its P V (B operand).
 // The logits are the sum of the warps' partials, added in warp order through shared
-// memory; warp w then runs the softmax of heads 2w + 16i.. and publishes P and the
-// rescale factors. kv tiles come in by cp.async kStages tiles ahead; a tile whose entries
+// memory; 8 lanes per head then run the softmax and publish P and the rescale factors. kv tiles come in by cp.async kStages tiles ahead; a tile whose entries
 // are all -1 is never loaded nor computed (law 3: trailing -1 pads change no bit, so do
 // the tiles of pads a row has beyond another's).
 //
@@ -56,6 +55,7 @@ constexpr int kStages = 4;     // kv tiles in flight (4 x 32 KB at dim 512)
 constexpr int kRowPad = 8;     // floats after each staged kv row: the slice loads hit 32 banks
 constexpr int kPartLd = 24;    // floats per head row of a logit partial (16 + 8: no conflicts)
 constexpr int kPLd = 24;       // bf16 per head row of a P plane (16 + 8: no conflicts)
+constexpr int kQuad = 8;       // lanes per head in the softmax: entries 2j, 2j + 1 for lane j
 
 static_assert(kKeys == 16 && kSlice % 16 == 0, "the fragment maps below assume k16 tiles");
 
@@ -78,7 +78,7 @@ struct Layout {
     part = stage + sizeof(float) * kStages * kKeys * ld;
     p = part + sizeof(float) * warps * kHeadTile * kPartLd;
     stats = p + sizeof(uint16_t) * 2 * kHeadTile * kPLd;
-    idx = stats + sizeof(float) * 4 * kHeadTile;  // alpha, running max, running sum, sink
+    idx = stats + sizeof(float) * (2 + 2 * kQuad) * kHeadTile;  // alpha, sink, running max and sums
     mask = idx + sizeof(int32_t) * width;
     list = mask + sizeof(uint32_t) * tiles;
     bytes = list + sizeof(int32_t) * (tiles + 1);  // the non-empty tiles, then their count
@@ -91,9 +91,9 @@ struct Smem {
   float* part;      // [warps][kHeadTile][kPartLd] each warp's logit partial
   uint16_t* p;      // [2][kHeadTile][kPLd] P's bf16 planes (hi, lo)
   float* alpha;     // [kHeadTile] e^(m_old - m_new) of the tile
-  float* run_max;   // [kHeadTile] m (starts at the sink: D12)
-  float* run_sum;   // [kHeadTile] l (without the sink's term)
   float* sink;      // [kHeadTile]
+  float* run_max;   // [kHeadTile][kQuad] m, a copy per softmax lane (starts at the sink: D12)
+  float* run_sum;   // [kHeadTile][kQuad] each softmax lane's share of l (no sink term)
   int32_t* idx;     // [width] the row's index entries
   uint32_t* mask;   // [tiles] bit k: entry k of the tile is valid
   int32_t* list;    // [tiles] the non-empty tiles, ascending; list[tiles] = their count
@@ -102,9 +102,9 @@ struct Smem {
         part(reinterpret_cast<float*>(base + l.part)),
         p(reinterpret_cast<uint16_t*>(base + l.p)),
         alpha(reinterpret_cast<float*>(base + l.stats)),
-        run_max(alpha + kHeadTile),
-        run_sum(alpha + 2 * kHeadTile),
-        sink(alpha + 3 * kHeadTile),
+        sink(alpha + kHeadTile),
+        run_max(alpha + 2 * kHeadTile),
+        run_sum(alpha + (2 + kQuad) * kHeadTile),
         idx(reinterpret_cast<int32_t*>(base + l.idx)),
         mask(reinterpret_cast<uint32_t*>(base + l.mask)),
         list(reinterpret_cast<int32_t*>(base + l.list)) {}
@@ -156,37 +156,39 @@ __device__ inline void index_tiles(const Smem& s, const int32_t* row, int width)
   __syncthreads();
 }
 
-// The online softmax of one tile (called by every warp; warp w owns heads 2w + 2 warps i
-// + {0, 1}, a half-warp per head, lane k % 16 = entry k): logits = scale x (partials added
-// in warp order), new max, P's planes, alpha and the running sum.
+// The online softmax of one tile: thread (head h, lane j of its 8-lane group) owns entries
+// 2j, 2j + 1 of head h, h = threadIdx.x / 8 (+ blockDim.x / 8 while < 32: warp-uniform,
+// as 32 is a multiple of 4 heads per warp). Logits = scale x (the warps' partials added in
+// warp order); the group's max by a fixed butterfly; P's planes; alpha; and the lane's own
+// share of l, l_j = l_j alpha + e_2j + e_2j+1 (the shares are added in lane order at the
+// end, so no sum is in this step's critical path).
 __device__ inline void softmax_tile(const Smem& s, uint32_t mask, float scale) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-  const int k = lane % kKeys;
-  const bool valid = (mask >> k) & 1;
-#pragma unroll 2  // two heads' shuffle chains interleaved (two passes per warp at 8 warps)
-  for (int h2 = 2 * warp; h2 < kHeadTile; h2 += 2 * warps) {  // warp-uniform
-    const int h = h2 + lane / kKeys;
-    float dot = 0.0f;
-    for (int w = 0; w < warps; ++w) dot += s.part[(w * kHeadTile + h) * kPartLd + k];
-    const float l = valid ? scale * dot : -INFINITY;
-    float tile_max = l;
-    for (int o = kKeys / 2; o > 0; o >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, o));
-    const float m_old = s.run_max[h];
-    const float m_new = fmaxf(m_old, tile_max);  // finite: the tile has a valid entry
-    const float e = valid ? expf(l - m_new) : 0.0f;
-    float sum = e;  // fixed butterfly inside the half-warp: all 16 lanes get the same bits
-    for (int o = kKeys / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(kFullMask, sum, o);
-    const __nv_bfloat16 hi = __float2bfloat16_rn(e);
-    const __nv_bfloat16 lo = __float2bfloat16_rn(e - __bfloat162float(hi));  // exact difference
-    s.p[h * kPLd + k] = __bfloat16_as_ushort(hi);
-    s.p[(kHeadTile + h) * kPLd + k] = __bfloat16_as_ushort(lo);
-    __syncwarp();  // every lane has read run_max[h] before lane 0 of the half replaces it
-    if (k == 0) {
-      const float alpha = expf(m_old - m_new);
-      s.alpha[h] = alpha;
-      s.run_max[h] = m_new;
-      s.run_sum[h] = s.run_sum[h] * alpha + sum;
+  const int warps = blockDim.x / kWarp;
+  const int j = threadIdx.x % kQuad;
+  const bool v0 = (mask >> (2 * j)) & 1, v1 = (mask >> (2 * j + 1)) & 1;
+  for (int h = threadIdx.x / kQuad; h < kHeadTile; h += blockDim.x / kQuad) {
+    float2 dot = make_float2(0.0f, 0.0f);
+    for (int w = 0; w < warps; ++w) {
+      const float2 p = *reinterpret_cast<const float2*>(s.part + (w * kHeadTile + h) * kPartLd + 2 * j);
+      dot.x += p.x;
+      dot.y += p.y;
     }
+    const float l0 = v0 ? scale * dot.x : -INFINITY, l1 = v1 ? scale * dot.y : -INFINITY;
+    float tile_max = fmaxf(l0, l1);
+    for (int o = kQuad / 2; o > 0; o >>= 1) tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, o));
+    float& m = s.run_max[h * kQuad + j];
+    float& l = s.run_sum[h * kQuad + j];
+    const float m_old = m;
+    const float m_new = fmaxf(m_old, tile_max);  // finite: the tile has a valid entry
+    const float e0 = v0 ? expf(l0 - m_new) : 0.0f, e1 = v1 ? expf(l1 - m_new) : 0.0f;
+    const float alpha = expf(m_old - m_new);
+    m = m_new;
+    l = l * alpha + (e0 + e1);
+    if (j == 0) s.alpha[h] = alpha;
+    uint32_t planes[2];  // {e_2j, e_2j+1} as hi and lo bf16x2 planes
+    bf16x2_planes<2>(e0, e1, planes);
+    *reinterpret_cast<uint32_t*>(s.p + h * kPLd + 2 * j) = planes[0];
+    *reinterpret_cast<uint32_t*>(s.p + (kHeadTile + h) * kPLd + 2 * j) = planes[1];
   }
 }
 
@@ -214,12 +216,12 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
   const int d0 = warp * kSlice;
   for (int t = blockIdx.y; t < rows; t += gridDim.y) {
     __syncthreads();  // the previous row's readers of the shared state are done
-    if (threadIdx.x < kHeadTile) {
-      const int h = h0 + threadIdx.x;
+    for (int i = threadIdx.x; i < kHeadTile * kQuad; i += blockDim.x) {
+      const int h = h0 + i / kQuad;
       const float sk = h < heads ? sink.at(h) : 0.0f;
-      s.sink[threadIdx.x] = sk;
-      s.run_max[threadIdx.x] = sk;  // D12: the sink takes part in the max
-      s.run_sum[threadIdx.x] = 0.0f;
+      if (i % kQuad == 0) s.sink[i / kQuad] = sk;
+      s.run_max[i] = sk;  // D12: the sink takes part in the max
+      s.run_sum[i] = 0.0f;
     }
     // Q rows of heads h0 + 16 mi + {g, g + 8}, dims d0 + 16 st + {2tq, 2tq + 8} (+1): the
     // loads start before the index row's, the planes are made once the first kv tiles are
@@ -347,7 +349,9 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
         const int hl = 16 * mi + g + 8 * half;
         const int h = h0 + hl;
         if (h >= heads) continue;
-        const float den = s.run_sum[hl] + expf(s.sink[hl] - s.run_max[hl]);
+        float l = 0.0f;  // the softmax lanes' shares, in lane order
+        for (int j = 0; j < kQuad; ++j) l += s.run_sum[hl * kQuad + j];
+        const float den = l + expf(s.sink[hl] - s.run_max[hl * kQuad]);
         float* out = o + (static_cast<int64_t>(t) * heads + h) * dim + d0 + 2 * tq;
 #pragma unroll
         for (int nd = 0; nd < kDimTiles; ++nd)
