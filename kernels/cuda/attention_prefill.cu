@@ -192,6 +192,17 @@ __device__ inline void softmax_tile(const Smem& s, uint32_t mask, float scale) {
   }
 }
 
+// f(mi, st, r) for every A-operand register of a warp's Q: m16 tile mi, k16 step st, a_r.
+template <class F>
+__device__ __forceinline__ void each_q_register(F f) {
+#pragma unroll
+  for (int mi = 0; mi < kMTiles; ++mi)
+#pragma unroll
+    for (int st = 0; st < kSteps; ++st)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) f(mi, st, r);
+}
+
 // d += a b over the two planes: lo*hi, hi*lo, hi*hi (the smallest terms first).
 __device__ inline void mma_planes(float (&d)[4], const uint32_t (&a)[2][4], const uint32_t (&b0)[2],
                                   const uint32_t (&b1)[2]) {
@@ -227,34 +238,24 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
     // loads start before the index row's, the planes are made once the first kv tiles are
     // on their way, so the three latencies overlap.
     float2 qraw[kMTiles][kSteps][4];
-#pragma unroll
-    for (int mi = 0; mi < kMTiles; ++mi)
-#pragma unroll
-      for (int st = 0; st < kSteps; ++st)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int h = h0 + 16 * mi + g + 8 * (r & 1);
-          const int col = d0 + 16 * st + 8 * (r >> 1) + 2 * tq;
-          qraw[mi][st][r] = h < heads  // heads past the last: zero rows, never stored
-                                ? *reinterpret_cast<const float2*>(q + (static_cast<int64_t>(t) * heads + h) * dim + col)
-                                : make_float2(0.0f, 0.0f);
-        }
+    each_q_register([&](int mi, int st, int r) {
+      const int h = h0 + 16 * mi + g + 8 * (r & 1);
+      const int col = d0 + 16 * st + 8 * (r >> 1) + 2 * tq;
+      qraw[mi][st][r] = h < heads  // heads past the last: zero rows, never stored
+                            ? *reinterpret_cast<const float2*>(q + (static_cast<int64_t>(t) * heads + h) * dim + col)
+                            : make_float2(0.0f, 0.0f);
+    });
     index_tiles(s, idx + static_cast<int64_t>(t) * width, width);
     const int tiles = (width + kKeys - 1) / kKeys;
     const int n = s.list[tiles];
     for (int i = 0; i < kStages; ++i) issue_tile(s, ld, i, n, kv, dim, vec);
     uint32_t qf[kMTiles][kSteps][2][4];  // qf[mi][st][plane]: an A operand (a0..a3, mma_bf16.cuh)
-#pragma unroll
-    for (int mi = 0; mi < kMTiles; ++mi)
-#pragma unroll
-      for (int st = 0; st < kSteps; ++st)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          uint32_t planes[2];
-          bf16x2_planes<2>(qraw[mi][st][r].x, qraw[mi][st][r].y, planes);
-          qf[mi][st][0][r] = planes[0];
-          qf[mi][st][1][r] = planes[1];
-        }
+    each_q_register([&](int mi, int st, int r) {
+      uint32_t planes[2];
+      bf16x2_planes<2>(qraw[mi][st][r].x, qraw[mi][st][r].y, planes);
+      qf[mi][st][0][r] = planes[0];
+      qf[mi][st][1][r] = planes[1];
+    });
     __pipeline_wait_prior(kStages - 1);  // tile 0
     __syncthreads();
 
