@@ -31,7 +31,6 @@
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 
-
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/device_math.cuh"
