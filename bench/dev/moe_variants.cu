@@ -3,8 +3,9 @@
 // experts, 6 a row, 1 / 2 / 4 / 6 / 8 rows (plain decode and verify rounds), MXFP4 and
 // NVFP4, activations bf16-exact (P = 1 plane) and f32 (P = 3). "shipped" is
 // expert_mma_kernel (moe.cu), "staged S3" / "staged S4" the staged kernel (moe_decode.cu)
-// with 3 / 4 ring slots: the same products in the same K order, so each must equal the
-// shipped output bit for bit ("=shipped"). Every variant is also checked against a host
+// with 3 / 4 ring slots, "S4 placed" the latter decoding the e2m1 codes by placing their
+// bits (expert_mma.cuh e2m1x8_to_bf16x2_placed): the same products in the same K order, so
+// each must equal the shipped output bit for bit ("=shipped"). Every variant is also checked against a host
 // reference (f64 sums of the decoded weights, CHECKPOINT.md §3.5-§3.7; every 8th output
 // row) at the twin test's f32-order bound, 1e-5 in rel_l2 and max_norm.
 // The up projection (w1, w3 + SwiGLU) and the down one (w2) are timed apart, as the
@@ -252,7 +253,8 @@ struct Variant {
 };
 constexpr Variant kVariants[] = {{"shipped", cuda::ExpertKernel::shipped},
                                  {"staged S3", cuda::ExpertKernel::staged3},
-                                 {"staged S4", cuda::ExpertKernel::staged4}};
+                                 {"staged S4", cuda::ExpertKernel::staged4},
+                                 {"S4 placed", cuda::ExpertKernel::staged4_placed}};
 
 template <class T>
 T* device_copy(const std::vector<T>& v) {

@@ -14,7 +14,6 @@
 #include <atomic>
 
 #include "base/cuda_check.h"
-#include "base/error.h"
 #include "kernels/cuda/moe_experts.cuh"
 
 namespace dsv4 {
@@ -72,13 +71,16 @@ struct Feeder {
     const int warp = threadIdx.x / cuda::kWarp;
     if (warp < chunks) enter(a, blockIdx.x, warp);
   }
-  // The item's projections (loaded now, used at the next step).
+  // The item's projections (loaded now, used at the next step). The tile's entry and slots
+  // reach L1 S - 1 steps before the kernel's TileItem reads them.
   __device__ void enter(const MmaArgs& a, int64_t i, int c0) {
     item = i;
     c = c0;
     if (item >= items) return;
+    const int64_t tile = item / m_tiles;
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(a.tiles.slot + tile * cuda::kMmaCols));
     cuda::Fp4W w[NW];
-    cuda::projections<NW>(a.tiles.w[item / m_tiles], w);
+    cuda::projections<NW>(a.tiles.w[tile], w);
     m0 = item % m_tiles * kTileRows;
 #pragma unroll
     for (int j = 0; j < NW; ++j) {
@@ -115,7 +117,7 @@ struct Feeder {
 // expert_mma_kernel's items (moe.cu), each lane's runs read from its warp's ring: step n
 // of a warp reads slot n % S after waiting for its copies, then refills slot (n - 1) % S
 // (read by step n - 1, whose registers hold it) with step n + S - 1.
-template <int NW, int P, int S>
+template <int NW, int P, int S, cuda::Fp4Decode kDecode>
 __global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW>) expert_staged_kernel(MmaArgs a) {
   static_assert(S >= 2, "one slot read while the others fill");
   extern __shared__ uint4 smem[];  // part, then the warps' rings
@@ -156,43 +158,43 @@ __global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW>) expert_staged_
         }
       feed.step(a, ring[(slot + S - 1) % S]);
       slot = (slot + 1) % S;
-      cuda::chunk_product<NW, P, cuda::XLoads::staged>(it.w, raw, sc, it.x + k0, it.acc);
+      cuda::chunk_product<NW, P, cuda::XLoads::staged, kDecode>(it.w, raw, sc, it.x + k0, it.acc);
     }
     cuda::tile_epilogue<NW>(a, it.slots, it.w, m0, it.acc, part);
     __syncthreads();  // `part` is rewritten by the next item
   }
 }
 
-// Dynamic shared memory of expert_staged_kernel<NW, P, S>: part + 8 rings of S slots
+// Dynamic shared memory of expert_staged_kernel<NW, P, S, ...>: part + 8 rings of S slots
 // (NW = 2, S = 4: 8 KB + 80 KB, two blocks per SM; NW = 1: 4 KB + 40 KB, three).
 template <int NW, int S>
 constexpr size_t kStagedSmem = sizeof(float) * kWarps * NW * 4 * cuda::kWarp + sizeof(Slot<NW>) * kWarps * S;
 
-template <int NW, int P, int S>
+template <int NW, int P, int S, cuda::Fp4Decode kDecode>
 void launch_staged(const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
   constexpr size_t smem = kStagedSmem<NW, S>;
+  constexpr auto kernel = expert_staged_kernel<NW, P, S, kDecode>;
   static const int per_sm = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(expert_staged_kernel<NW, P, S>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     int n = 0;
-    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_staged_kernel<NW, P, S>, kThreads, smem));
+    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem));
     return n;
   }();
   int sms = 0;
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t blocks = std::min<int64_t>(items_max, int64_t{std::max(per_sm, 1)} * sms);
-  expert_staged_kernel<NW, P, S><<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a);
+  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
-template <int S>
+template <int S, cuda::Fp4Decode kDecode = cuda::Fp4Decode::lookup>
 void launch_staged(int nw, int planes, const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
   if (nw == 2)
-    planes == 1 ? launch_staged<2, 1, S>(a, items_max, device, stream)
-                : launch_staged<2, 3, S>(a, items_max, device, stream);
+    planes == 1 ? launch_staged<2, 1, S, kDecode>(a, items_max, device, stream)
+                : launch_staged<2, 3, S, kDecode>(a, items_max, device, stream);
   else
-    planes == 1 ? launch_staged<1, 1, S>(a, items_max, device, stream)
-                : launch_staged<1, 3, S>(a, items_max, device, stream);
+    planes == 1 ? launch_staged<1, 1, S, kDecode>(a, items_max, device, stream)
+                : launch_staged<1, 3, S, kDecode>(a, items_max, device, stream);
 }
 
 std::atomic<cuda::ExpertKernel> chosen{cuda::ExpertKernel::shipped};
@@ -204,25 +206,17 @@ namespace cuda {
 void use_expert_kernel(ExpertKernel kernel) { chosen = kernel; }
 ExpertKernel expert_kernel() { return chosen; }
 
-void launch_expert_staged(int stages, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
-                          cudaStream_t stream) {
-  if (stages == 3)
-    launch_staged<3>(nw, planes, a, items_max, device, stream);
-  else if (stages == 4)
-    launch_staged<4>(nw, planes, a, items_max, device, stream);
-  else
-    throw Error(cat("moe: the staged expert kernel has 3 or 4 ring slots, not ", stages));
-}
-
 void launch_expert_kernel(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
                           cudaStream_t stream) {
   switch (kernel) {
     case ExpertKernel::shipped:
       return launch_expert_mma(nw, planes, a, items_max, device, stream);
     case ExpertKernel::staged3:
-      return launch_expert_staged(3, nw, planes, a, items_max, device, stream);
+      return launch_staged<3>(nw, planes, a, items_max, device, stream);
     case ExpertKernel::staged4:
-      return launch_expert_staged(4, nw, planes, a, items_max, device, stream);
+      return launch_staged<4>(nw, planes, a, items_max, device, stream);
+    case ExpertKernel::staged4_placed:
+      return launch_staged<4, Fp4Decode::placed>(nw, planes, a, items_max, device, stream);
   }
 }
 

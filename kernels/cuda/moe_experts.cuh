@@ -61,11 +61,15 @@ __device__ inline void load8(const float* x, float (&v)[8]) {
 // (slot -1): no branch and no scalar fallback in the loop.
 enum class XLoads { checked, staged };
 
+// How chunk_product decodes the e2m1 codes: by the prmt lookups (e2m1x8_to_bf16x2) or
+// placed and multiplied by 2^126 (e2m1x8_to_bf16x2_placed): the same A fragments.
+enum class Fp4Decode { lookup, placed };
+
 // acc[j] += the chunk's products for projection j: lane (g, t)'s runs raw[j][h] (row
 // m0 + g + 8h at k0 = 128c + 32t, its two half scale codes sc[j][h]) against column g's
 // activation x = a_g + k0. Word q of the run gives steps 2q and 2q + 1 (a_fragments), each
 // P mma (one per activation plane): the K order of the chunk.
-template <int NW, int P, XLoads kX>
+template <int NW, int P, XLoads kX, Fp4Decode kDecode = Fp4Decode::lookup>
 __device__ inline void chunk_product(const Fp4W (&w)[NW], const uint32_t (&raw)[NW][2][4],
                                      const uint8_t (&sc)[NW][2][2], const float* x, float (&acc)[NW][4]) {
   __nv_bfloat162 s[NW][2][2];
@@ -91,7 +95,7 @@ __device__ inline void chunk_product(const Fp4W (&w)[NW], const uint32_t (&raw)[
 #pragma unroll
     for (int j = 0; j < NW; ++j) {
       uint32_t frag[2][4];
-      a_fragments(raw[j][0][q], raw[j][1][q], s[j][0][q / 2], s[j][1][q / 2], frag);
+      a_fragments<kDecode == Fp4Decode::placed>(raw[j][0][q], raw[j][1][q], s[j][0][q / 2], s[j][1][q / 2], frag);
 #pragma unroll
       for (int st = 0; st < 2; ++st)
 #pragma unroll
@@ -170,11 +174,9 @@ constexpr int kMinBlocks = NW == 2 ? 2 : 3;
 // items (tiles x m / 16) of the call. The staged kernels need the experts' packed bytes and
 // activations 16-byte aligned and their scales 4-byte aligned (the caller checks).
 void launch_expert_kernel(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
-                          cudaStream_t stream);
-// The shipped kernel (moe.cu) and the staged one with `stages` ring slots (moe_decode.cu).
+                          cudaStream_t stream);  // moe_decode.cu
+// The shipped kernel (moe.cu).
 void launch_expert_mma(int nw, int planes, const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream);
-void launch_expert_staged(int stages, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
-                          cudaStream_t stream);
 // The work list of `slots` routed slots (sel: expert ids), on the device (moe.cu).
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
                  cudaStream_t stream);

@@ -417,8 +417,10 @@ struct ExpertKernelScope {
   ExpertKernelScope& operator=(const ExpertKernelScope&) = delete;
 };
 
-const std::pair<cuda::ExpertKernel, const char*> kStagedKernels[] = {{cuda::ExpertKernel::staged3, " staged S3"},
-                                                                     {cuda::ExpertKernel::staged4, " staged S4"}};
+const std::pair<cuda::ExpertKernel, const char*> kStagedKernels[] = {
+    {cuda::ExpertKernel::staged3, " staged S3"},
+    {cuda::ExpertKernel::staged4, " staged S4"},
+    {cuda::ExpertKernel::staged4_placed, " staged S4 placed"}};
 
 // The staged kernels feed the shipped kernel's products in its K order and combine the
 // same partials, so every arm's output is the shipped kernel's bit for bit: on the first n
