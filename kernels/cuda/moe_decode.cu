@@ -138,6 +138,13 @@ __global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW>) expert_staged_
   for (int64_t item = blockIdx.x; item < items; item += gridDim.x) {
     const int64_t m0 = item % m_tiles * kTileRows;
     cuda::TileItem<NW, cuda::XLoads::staged> it(a, item / m_tiles);
+    // Bit offset of half `half`'s scale code in the lane's scale word: byte ((k0 + 16 half)
+    // >> gs) & 3, the same in every chunk (128 c >> gs is a multiple of 4).
+    int code_shift[NW][2];
+#pragma unroll
+    for (int j = 0; j < NW; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) code_shift[j][half] = 8 * (((32 * t + 16 * half) >> it.gs[j]) & 3);
 #pragma unroll 1
     for (int c = warp; c < chunks; c += kWarps) {
       wait_copies<S - 2>();
@@ -154,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW>) expert_staged_
           const uint32_t word = in.scale[j][h][lane];
 #pragma unroll
           for (int half = 0; half < 2; ++half)
-            sc[j][h][half] = static_cast<uint8_t>(word >> 8 * (((k0 + 16 * half) >> it.gs[j]) & 3));
+            sc[j][h][half] = static_cast<uint8_t>(word >> code_shift[j][half]);
         }
       feed.step(a, ring[(slot + S - 1) % S]);
       slot = (slot + 1) % S;
