@@ -1,9 +1,11 @@
 // CUDA vs CPU: router (§4.22) and MoE experts in both arms (§4.23-§4.24, D4), plus the
 // per-row independence of the MoE (SPECDECODE.md §6.3).
 #include <algorithm>
+#include <array>
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/expert_kernel.h"
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
@@ -403,6 +405,111 @@ TEST_CASE("moe_gemm at Flash shapes, 300 rows: experts over 64 slots and of 1; v
   }
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 99 : 100, 4);
+}
+
+// ---- the staged decode expert kernel (kernels/cuda/moe_decode.cu) ----
+
+// CudaOps::moe's routed experts on `kernel` for the scope, the shipped kernel after.
+struct ExpertKernelScope {
+  explicit ExpertKernelScope(cuda::ExpertKernel kernel) { cuda::use_expert_kernel(kernel); }
+  ~ExpertKernelScope() { cuda::use_expert_kernel(cuda::ExpertKernel::shipped); }
+  ExpertKernelScope(const ExpertKernelScope&) = delete;
+  ExpertKernelScope& operator=(const ExpertKernelScope&) = delete;
+};
+
+const std::pair<cuda::ExpertKernel, const char*> kStagedKernels[] = {
+    {cuda::ExpertKernel::staged3, " staged S3"},
+    {cuda::ExpertKernel::staged4, " staged S4"},
+    {cuda::ExpertKernel::staged4_placed, " staged S4 placed"}};
+
+// The staged kernels feed the shipped kernel's products in its K order and combine the
+// same partials, so every arm's output is the shipped kernel's bit for bit: on the first n
+// rows for n in 1, 2, 4, 6, 8 (<= rows) and all rows; the staged rows equal the same rows
+// alone (SPECDECODE.md §6.3); the first cpu_rows rows against the CPU reference at
+// check_moe's bounds. x starts x_offset floats into its buffer: 1 leaves every row
+// unaligned, which the staged choice must answer with the shipped kernel (the same bits,
+// no misaligned copy). scale_2 > 0 as in check_moe.
+void check_staged(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host, uint64_t seed,
+                  int cpu_rows, float scale_2 = 0.0f, int x_offset = 0) {
+  const int rows = static_cast<int>(sel_host.size()) / kK;
+  Backends b;
+  Rng rng(seed);
+  Block blk(rng, recipe, false, s);
+  blk.set_scale_2(scale_2);
+  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden + x_offset, 2.0f));
+  std::vector<float> wt_host(sel_host.size());
+  for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
+  PairI sel = put_i32(b, sel_host);
+  PairF wt = put(b, wt_host);
+  std::vector<int> counts;
+  for (int n : {1, 2, 4, 6, 8, rows})
+    if (n <= rows && std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
+  for (const auto& [a, num] : arms_for(scale_2)) {
+    // The MoE of rows [first, first + n) on the GPU.
+    auto run = [&, &a = a, &num = num](int first, int n) {
+      PairF out = zeros(b, static_cast<size_t>(n) * s.hidden);
+      b.gpu->moe(blk.w, x[kGpu] + x_offset + static_cast<size_t>(first) * s.hidden, n, sel[kGpu] + first * kK,
+                 wt[kGpu] + first * kK, kK, a.limit, num, out[kGpu]);
+      return get(b, out, kGpu);
+    };
+    const std::string what = case_name("moe ", recipe, a, s, rows) + (x_offset ? " x unaligned" : "");
+    for (int n : counts) {
+      const std::vector<float> shipped = run(0, n);
+      for (const auto& [kernel, name] : kStagedKernels) {
+        ExpertKernelScope scope(kernel);
+        check_bitwise(what + name + " first " + std::to_string(n) + " rows vs shipped", shipped, run(0, n));
+      }
+    }
+    ExpertKernelScope scope(cuda::ExpertKernel::staged4);
+    const std::vector<float> all = run(0, rows);
+    std::vector<float> singles;
+    for (int t = 0; t < rows; ++t) {
+      const std::vector<float> one = run(t, 1);
+      singles.insert(singles.end(), one.begin(), one.end());
+    }
+    check_bitwise(what + " staged S4 rows vs single rows", all, singles);
+    PairF ref = zeros(b, static_cast<size_t>(cpu_rows) * s.hidden);
+    b.cpu->moe(blk.w, x[kCpu] + x_offset, cpu_rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
+    check_close(what + " staged S4 vs cpu, first " + std::to_string(cpu_rows) + " rows", get(b, ref, kCpu),
+                std::vector<float>(all.begin(), all.begin() + ref.n), a.rel_l2, a.max_norm);
+  }
+}
+
+// Flash shapes (hidden 4096, inter 2048: 4 / 2 chunks a warp per item), 8 rows: rows 0-3
+// share experts 3, 10 and 99 in other slots, rows 4-7 pick distinct ones, row 7 row 6's
+// in reverse; the shared experts' tiles have 2-4 columns, the others one (7 zero columns).
+TEST_CASE("moe staged expert kernel at Flash shapes: the shipped kernel's bits at 1-8 rows, both recipes, every arm") {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < 8; ++t)
+    for (int j = 0; j < kK; ++j) {
+      const int own = (t * 29 + j * 41 + 17) % 256;
+      sel.push_back(t < 4 && j < 3 ? std::array<int32_t, 3>{3, 10, 99}[(t + j) % 3] : own);
+    }
+  std::reverse_copy(sel.begin() + 6 * kK, sel.begin() + 7 * kK, sel.begin() + 7 * kK);
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_staged(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 101 : 102, 2);
+}
+
+// Small widths: K of 2 chunks (up) and 1 (down), fewer than the 8 warps, so most warps of
+// a block copy and multiply nothing; 20 rows sharing experts 0 and 9 fill tiles of 8
+// columns (and one of 4); an NVFP4 weight_scale_2 that is no power of two (native arm).
+TEST_CASE("moe staged expert kernel at small widths and 20 rows: the shipped kernel's bits") {
+  constexpr int kMany = 20;
+  std::vector<int32_t> sel;
+  for (int t = 0; t < kMany; ++t) {
+    const int32_t own[kK] = {9, (t % 7) + 1, 0, (t % 5) + 10, 8, 15};
+    sel.insert(sel.end(), own, own + kK);
+  }
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_staged(kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 103 : 104, kMany);
+  check_staged(kSmall, ExpertRecipe::nvfp4, sel, 105, kMany, 0.0123f);
+}
+
+TEST_CASE("moe staged expert kernel: activations not 16-byte aligned run the shipped kernel (same bits)") {
+  std::vector<int32_t> sel(kRows * kK);
+  for (int t = 0; t < kRows; ++t)
+    for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;
+  check_staged(kSmall, ExpertRecipe::mxfp4, sel, 106, kRows, 0.0f, 1);
 }
 
 }  // namespace dsv4::twin
