@@ -2,9 +2,10 @@
 // in variants (llm.c dev/cuda style) at the Flash shapes (256 experts, top 6, hidden 4096,
 // moe_intermediate 2048, NVFP4 by default), 1024 and 2048 rows, experts picked uniformly
 // or skewed (a few experts take most slots: tiles of 64 full, many tiles per expert).
-// shipped: expert_gemm_kernel (what CudaOps::moe_gemm runs); pipelined: expert_gemm_
-// pipelined_kernel, the same arithmetic (each column's products in the same K order), so
-// its output must equal shipped's bit for bit. Both are checked against a double-precision
+// shipped: expert_gemm_kernel (what CudaOps::moe_gemm runs); ring_w16 / ring_w8:
+// expert_gemm_ring_kernel with 16 warps of one 16-row set / 8 warps of two, weights and
+// activations staged 3 chunks ahead (P = 1; 1 at P = 3) by cp.async — the same arithmetic
+// (each column's products in the same K order), so each must equal shipped bit for bit. Both are checked against a double-precision
 // host reference on sampled (slot, row) outputs (the up projection's SwiGLU of w1 / w3
 // and the down projection, from the same staged inputs), tolerance 1e-5 (rel_l2 and
 // max_norm): exact products, only the f32 summation order differs (tests/gpu/
@@ -14,7 +15,7 @@
 // Time: one launch of the projection's kernel (event-timed mean over reps), TFLOP/s of
 // the slots' useful products (2 x slots x rows x K per projection) and GB/s of the used
 // experts' weights read once (FP4 codes and scales: the bytes a perfect kernel reads).
-// Success: every line says "ok" and (pipelined) "=shipped"; the exit status is 1 otherwise.
+// Success: every line says "ok" and (ring_*) "=shipped"; the exit status is 1 otherwise.
 // usage: dsv4-dev-moe-prefill [reps] [mxfp4]
 #include <cuda_runtime.h>
 
@@ -38,6 +39,7 @@ namespace {
 
 using namespace dsv4;
 using namespace dsv4::cuda::prefill_moe;
+using cuda::ExpertKernel;
 using cuda::ExpertW;
 using dev::closeness;
 using dev::device_sms;
@@ -47,6 +49,11 @@ constexpr int kExperts = 256, kTop = 6, kHidden = 4096, kInter = 2048;
 constexpr double kTolerance = 1e-5;
 constexpr int kSampleSlots = 24, kSampleRows = 48;  // host reference outputs per projection
 constexpr float kLimit = 10.0f;                     // SwiGLU clamp (D16)
+constexpr ExpertKernel kKernels[] = {ExpertKernel::shipped, ExpertKernel::ring_w16, ExpertKernel::ring_w8};
+
+const char* kernel_name(ExpertKernel k) {
+  return k == ExpertKernel::shipped ? "shipped" : k == ExpertKernel::ring_w16 ? "ring_w16" : "ring_w8";
+}
 
 // Device bytes from a hash of (seed, index): the FP4 codes uniform; scale codes `lo` + h % span.
 __global__ void fill_bytes_kernel(uint8_t* p, int64_t n, uint32_t seed, int lo, int span) {
@@ -202,7 +209,7 @@ class Case {
     const GemmArgs up{ex_.table, tiles_, tiles_ + tl_.tiles, xb, int64_t{rows_} * kHidden / kGroup, kTop,
                       kInter, kHidden, h, wt, kLimit};
     std::vector<float> h_shipped;
-    for (Kernel k : {Kernel::shipped, Kernel::pipelined})
+    for (ExpertKernel k : kKernels)
       ok &= report<true>(k, up, h, static_cast<size_t>(slots_) * kInter, h_shipped, x_, kTop);
     // Down: from the shipped h (the native arm re-quantizes it: here P = 1 rounds it to
     // bf16 in the planes; the reference takes the same rounded values).
@@ -214,7 +221,7 @@ class Case {
     const GemmArgs down{ex_.table, tiles_, tiles_ + tl_.tiles, hb, slots_ * kInter / kGroup, 1, kHidden, kInter, y,
                         wt, kLimit};
     std::vector<float> y_shipped;
-    for (Kernel k : {Kernel::shipped, Kernel::pipelined})
+    for (ExpertKernel k : kKernels)
       ok &= report<false>(k, down, y, static_cast<size_t>(slots_) * kHidden, y_shipped, h_in, 1);
     for (void* p : {static_cast<void*>(x), static_cast<void*>(wt), static_cast<void*>(h), static_cast<void*>(y),
                     static_cast<void*>(xb), static_cast<void*>(hb), static_cast<void*>(h_dev)})
@@ -233,7 +240,7 @@ class Case {
   }
 
   template <bool Up>
-  void launch(Kernel k, const GemmArgs& a) const {
+  void launch(ExpertKernel k, const GemmArgs& a) const {
     const int64_t items = tl_.tiles * ((a.m + kItemRows<Up> - 1) / kItemRows<Up>);
     if (planes_ == 1)
       launch_expert_gemm<Up, 1>(k, a, items, sms_, nullptr);
@@ -244,7 +251,7 @@ class Case {
   // Times variant k, checks it against the reference on sampled outputs (and bitwise
   // against the shipped output, which the shipped variant records).
   template <bool Up>
-  bool report(Kernel k, const GemmArgs& a, float* out, size_t n, std::vector<float>& shipped,
+  bool report(ExpertKernel k, const GemmArgs& a, float* out, size_t n, std::vector<float>& shipped,
               const std::vector<float>& in, int act_div) {
     DSV4_CUDA_CHECK(cudaMemset(out, 0xFF, n * sizeof(float)));  // NaN: an output never written fails
     const float us = dev::time_launches([&] { launch<Up>(k, a); }, reps_, nullptr);
@@ -256,9 +263,9 @@ class Case {
     const double bytes = double(used_experts_) * (Up ? 2 * Experts::bytes(w0, kInter) : Experts::bytes(w2, kHidden));
     bool ok = c.within(kTolerance);
     std::printf("  %-4s %-9s %9.1f us %7.1f TFLOP/s %7.1f GB/s  ref rel_l2 %.1e max_norm %.1e %s", Up ? "up" : "down",
-                k == Kernel::shipped ? "shipped" : "pipelined", us, flops / us / 1e6, bytes / us / 1e3, c.rel_l2,
+                kernel_name(k), us, flops / us / 1e6, bytes / us / 1e3, c.rel_l2,
                 c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
-    if (k == Kernel::shipped) {
+    if (k == ExpertKernel::shipped) {
       shipped = got;
     } else {
       const bool same = std::memcmp(shipped.data(), got.data(), n * sizeof(float)) == 0;

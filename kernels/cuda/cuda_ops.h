@@ -19,9 +19,7 @@
 namespace dsv4 {
 
 namespace cuda {
-namespace prefill_moe {
-enum class Kernel : int;  // expert_gemm.cuh: the routed experts' GEMM kernel of moe_gemm
-}
+enum class ExpertKernel : int;  // moe_prefill.h: the routed experts' GEMM kernel of moe_gemm
 struct GemvArgs;
 struct GemmProblem;
 class LtGemm;
@@ -138,9 +136,9 @@ class CudaOps final : public Ops {
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
-  // moe_gemm with its routed experts on `kernel` (moe_gemm: the shipped one), for the
-  // pipelined kernel's twin test (kernels/cuda/moe_prefill.h) until the engine adopts it.
-  void moe_gemm_on(cuda::prefill_moe::Kernel kernel, const BlockWeights& b, const float* x, int rows,
+  // moe_gemm with its routed experts on `kernel` (moe_gemm: shipped), for the other
+  // kernels' twin test (cuda::moe_gemm_with, moe_prefill.h) until the engine adopts one.
+  void moe_gemm_on(cuda::ExpertKernel kernel, const BlockWeights& b, const float* x, int rows,
                    const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
                    float* out);
 

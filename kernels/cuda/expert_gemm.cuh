@@ -1,11 +1,11 @@
-// The routed experts' GEMM of the prefill MoE (issue 13; MODEL.md §4.23), in two kernels
-// that compute the same bits: expert_gemm_kernel (shipped: 8 warps, each two 16-row sets,
-// the next chunk's weights in registers) and expert_gemm_pipelined_kernel (16 warps, one
-// set each, weights and activations staged by a multi-stage cp.async ring, one barrier a
-// chunk). Both feed every output column decode's products in decode's K order (moe.cu
-// tile_product: chunk c into partial c % 8, chunks of a partial ascending with the mma
-// chained, the partials added in order, then NVFP4's scale_2), so either equals `moe`
-// bit for bit. moe_prefill.cu launches them (launch_expert_gemm); bench/dev/
+// The routed experts' GEMM of the prefill MoE (issue 13; MODEL.md §4.23), in kernels that
+// compute the same bits (ExpertKernel, moe_prefill.h): expert_gemm_kernel (shipped: 8
+// warps, each two 16-row sets, the next chunk's weights in registers) and
+// expert_gemm_ring_kernel (weights and activations staged by a multi-stage cp.async ring,
+// one barrier a chunk; 16 warps of one set or 8 of two). Each feeds every output column
+// decode's products in decode's K order (moe.cu tile_product: chunk c into partial c % 8,
+// chunks of a partial ascending with the mma chained, the partials added in order, then
+// NVFP4's scale_2), so each equals `moe` bit for bit. moe_prefill.cu launches them (launch_expert_gemm); bench/dev/
 // moe_prefill_variants.cu times them side by side.
 #pragma once
 #include <cuda_bf16.h>
@@ -18,6 +18,7 @@
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/expert_mma.cuh"
+#include "kernels/cuda/moe_prefill.h"
 #include "kernels/cuda/swiglu.cuh"
 
 namespace dsv4::cuda::prefill_moe {
@@ -350,23 +351,26 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a, in
   }
 }
 
-// ---- the pipelined kernel (session 5; same bits as expert_gemm_kernel) ----
+// ---- the ring kernels (session 5; the same bits as expert_gemm_kernel) ----
 //
 // Why (static analysis, bench/dev/moe_prefill_variants.cu's header): the shipped kernel has
 // one block of 8 warps per SM (239 registers), two per scheduler; each chunk a warp issues
 // its next chunk's weight loads into registers and waits for them at the chunk's end, and
-// the block meets twice per chunk. The FP4 decode (~27 instructions per 8 codes) is most of
+// the block meets twice per chunk. The FP4 decode (~24 instructions per 8 codes) is most of
 // the issue slots, so with two warps a scheduler the latencies (the loads, the dependent
-// prmt chains, the mma) are not hidden. Here: 16 warps (four per scheduler, <= 128
-// registers), each one 16-row set (its running sum v in shared memory, as the shipped
-// kernel's); the weights, their scales and the activations of kPStages - 1 chunks ahead in
-// flight by cp.async (no register waits on global memory), one barrier per chunk.
+// prmt chains, the mma) are not hidden. The ring kernels stage the weights, their scales
+// and the activations of kPStages - 1 chunks ahead by cp.async (no register waits on
+// global memory) and meet once per chunk. Sets = 1: 16 warps (four per scheduler, <= 128
+// registers), one 16-row set each; Sets = 2: the shipped kernel's 8 warps of two sets
+// (each staged B fragment feeds both: half the shared-memory reads per mma).
 
-constexpr int kPThreads = 512;
-constexpr int kPWarps = kPThreads / cuda::kWarp;  // one 16-row set each
-constexpr int kPRows = kPWarps * cuda::kMmaRows;  // weight rows per item: 256
+constexpr int kPRows = 256;  // weight rows per item (stage rows)
 static_assert(kPRows == kItemRows<false> && kPRows / 2 == kItemRows<true>,
-              "the pipelined kernel walks the shipped kernel's items");
+              "the ring kernels walk the shipped kernel's items");
+template <int Sets>
+constexpr int kPWarps = kPRows / cuda::kMmaRows / Sets;  // 16 or 8
+template <int Sets>
+constexpr int kPThreads = kPWarps<Sets> * cuda::kWarp;
 constexpr int kRunWords = 4;      // uint4 per weight row and chunk: 128 FP4 codes
 constexpr int kScaleBytes = 8;    // per row and chunk: 8 e4m3 codes (NVFP4) or 4 e8m0 (MXFP4)
 template <int P>
@@ -375,10 +379,10 @@ constexpr int kPStages = P == 1 ? 4 : 2;  // chunks in the ring (shared memory: 
 // then scale codes [kPRows][8 bytes] (uint4 units).
 template <int P>
 constexpr int kPStage = P * 4 * kPlane + kPRows * kRunWords + kPRows * kScaleBytes / 16;
-// The ring, then v [warps][kNt][4][lanes] floats: each lane's finished partials' sum.
+// The ring, then v [kPRows / 16 sets][kNt][4][lanes] floats: each lane's finished partials' sum.
 template <int P>
 constexpr size_t kPSmem = size_t{kPStages<P>} * kPStage<P> * sizeof(uint4) +
-                          size_t{kPWarps} * kNt * 4 * cuda::kWarp * sizeof(float);
+                          size_t{kPRows / cuda::kMmaRows} * kNt * 4 * cuda::kWarp * sizeof(float);
 static_assert(kPSmem<1> <= 227 * 1024 && kPSmem<3> <= 227 * 1024, "one block per SM");
 
 // The weights' global -> shared copies, 16 and 4 bytes (zero-filled when !valid), each
@@ -410,7 +414,7 @@ __device__ inline void advance(Step& s, int chunks) {
 }
 
 // Stage row R of an item at m0 (R in [0, 256)): up, rows R < 128 are w1's m0 + R, the rest
-// w3's m0 + R - 128; down, w2's m0 + R. Warp w computes stage rows 16w .. 16w + 15.
+// w3's m0 + R - 128; down, w2's m0 + R.
 template <bool Up>
 __device__ inline const Fp4W& stage_matrix(const ExpertW& e, int R) {
   if constexpr (Up) return R < kPRows / 2 ? e.w1 : e.w3;
@@ -420,80 +424,99 @@ template <bool Up>
 __device__ inline int64_t stage_row(int64_t m0, int R) {
   return m0 + (Up ? R % (kPRows / 2) : R);
 }
+// The first stage row of warp w's set j: Sets = 1, 16w (up: w1 for w < 8, the same rows
+// of w3 for w >= 8); Sets = 2, up 16w of w1 (j = 0) and of w3 (j = 1), down 32w + 16j.
+template <bool Up, int Sets>
+__device__ inline int set_row(int w, int j) {
+  if constexpr (Sets == 1) return cuda::kMmaRows * w;
+  else return Up ? j * (kPRows / 2) + cuda::kMmaRows * w : 2 * cuda::kMmaRows * w + cuda::kMmaRows * j;
+}
 
-// What one thread copies into every stage of an item: activation groups (tq, col) and
-// (tq, col + 32) of each plane, 16 weight bytes (piece) of stage rows R and R + 128, and
-// (scale word `sw` of) the scale codes of stage row Rs. Null source: zero-filled.
+// What one thread copies into every stage of an item, h < kPer: activation groups (tq, col
+// i / 16 + h * threads / 16) of each plane, 16 weight bytes (piece i % 4) of stage row
+// i / 4 + h * threads / 4, and scale word i % 2 of stage row (i + h * threads) / 2 (h <
+// kPer / 2). Null source: zero-filled.
+template <int Sets>
 struct Copies {
-  int64_t off[2];          // activation offsets of the two columns (-1: zero, -2: not staged)
-  const uint8_t* row[2];   // packed row starts (null: past m)
-  const uint8_t* scale;    // word sw of the scale row (null: past m)
-  int gs;                  // log2 of the scale group
-  bool scale_word;         // the row's chunk has word sw (NVFP4: 2 words, MXFP4: 1)
+  static constexpr int kPer = kTileSlots * kGroups / kPThreads<Sets>;  // 2 or 4
+  int64_t off[kPer];                // activation offsets (-1: zero, -2: not staged)
+  const uint8_t* row[kPer];         // packed row starts (null: past m)
+  const uint8_t* scale[kPer / 2];   // word i % 2 of the scale row (null: past m)
+  int gs[kPer / 2];                 // log2 of the row's scale group
+  bool scale_word[kPer / 2];        // the row's chunk has word i % 2 (NVFP4: 2 words, MXFP4: 1)
 };
 
-template <bool Up>
-__device__ inline void item_copies(const GemmArgs& a, int64_t it, int64_t m_items, Copies& cp) {
+template <bool Up, int Sets>
+__device__ inline void item_copies(const GemmArgs& a, int64_t it, int64_t m_items, Copies<Sets>& cp) {
+  constexpr int T = kPThreads<Sets>;
   const int i = threadIdx.x;
   const int64_t tile = it / m_items;
   const int64_t m0 = it % m_items * (Up ? kPRows / 2 : kPRows);
   const int32_t* slots = a.tile_slot + tile * kTileSlots;
   const ExpertW& e = a.experts[a.tile_expert[tile]];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int col = i / kGroups + h * (kTileSlots / 2);
+  for (int h = 0; h < Copies<Sets>::kPer; ++h) {
+    const int col = i / kGroups + h * (T / kGroups);
     const int32_t s = slots[col];
     // A column past the tile's last n-tile is never read: not staged.
     cp.off[h] = slots[col & ~(cuda::kMmaCols - 1)] < 0 ? -2 : s < 0 ? -1 : int64_t{s / a.act_div} * (a.k / kGroup);
-    const int R = i / kRunWords + h * (kPRows / 2);
+    const int R = i / kRunWords + h * (T / kRunWords);
     const Fp4W& w = stage_matrix<Up>(e, R);
     const int64_t r = stage_row<Up>(m0, R);
     cp.row[h] = r < a.m ? w.packed + r * (w.cols >> 1) : nullptr;
   }
-  const int Rs = i / 2, sw = i % 2;
-  const Fp4W& ws = stage_matrix<Up>(e, Rs);
-  cp.gs = __ffs(ws.group) - 1;
-  const int64_t rs = stage_row<Up>(m0, Rs);
-  cp.scale_word = 4 * sw < (kChunk >> cp.gs);
-  cp.scale = rs < a.m ? ws.scales + (rs * ws.cols >> cp.gs) + 4 * sw : nullptr;
+#pragma unroll
+  for (int h = 0; h < Copies<Sets>::kPer / 2; ++h) {
+    const int Rs = (i + h * T) / 2;
+    const Fp4W& ws = stage_matrix<Up>(e, Rs);
+    const int64_t rs = stage_row<Up>(m0, Rs);
+    cp.gs[h] = __ffs(ws.group) - 1;
+    cp.scale_word[h] = 4 * (i % 2) < (kChunk >> cp.gs[h]);
+    cp.scale[h] = rs < a.m ? ws.scales + (rs * ws.cols >> cp.gs[h]) + 4 * (i % 2) : nullptr;
+  }
 }
 
-// Every thread: its copies of chunk c into stage `dst` (P * 2 + 2 + 1 cp.async).
-template <int P>
-__device__ inline void stage_copies(const GemmArgs& a, const Copies& cp, int c, uint4* dst) {
+// Every thread: its copies of chunk c into stage `dst`.
+template <int P, int Sets>
+__device__ inline void stage_copies(const GemmArgs& a, const Copies<Sets>& cp, int c, uint4* dst) {
+  constexpr int T = kPThreads<Sets>;
   const int i = threadIdx.x, tq = i % kGroups;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int col = i / kGroups + h * (kTileSlots / 2);
+  for (int h = 0; h < Copies<Sets>::kPer; ++h) {
+    const int col = i / kGroups + h * (T / kGroups);
     if (cp.off[h] != -2)
 #pragma unroll
       for (int p = 0; p < P; ++p)
         cp_async16(dst + (p * 4 + tq % 4) * kPlane + col * 4 + tq / 4,
                    a.act + p * a.plane + (cp.off[h] >= 0 ? cp.off[h] : 0) + c * kGroups + tq, cp.off[h] >= 0);
-    const int R = i / kRunWords + h * (kPRows / 2), piece = i % kRunWords;
+    const int R = i / kRunWords + h * (T / kRunWords), piece = i % kRunWords;
     uint4* wdst = dst + P * 4 * kPlane + R * kRunWords + piece;
     const void* src = cp.row[h] ? cp.row[h] + c * (kChunk / 2) + 16 * piece : static_cast<const void*>(a.experts);
     cp_async16_line(wdst, src, cp.row[h] != nullptr);
   }
-  auto* sdst = reinterpret_cast<uint32_t*>(dst + P * 4 * kPlane + kPRows * kRunWords) + i;  // row i / 2, word i % 2
-  if (cp.scale_word)
-    cp_async4_line(sdst, cp.scale ? cp.scale + (c * kChunk >> cp.gs) : static_cast<const void*>(a.experts),
-              cp.scale != nullptr);
+  // Scale words [kPRows][2]: word i + h * T is row (i + h * T) / 2, word i % 2.
+  auto* sdst = reinterpret_cast<uint32_t*>(dst + P * 4 * kPlane + kPRows * kRunWords) + i;
+#pragma unroll
+  for (int h = 0; h < Copies<Sets>::kPer / 2; ++h)
+    if (cp.scale_word[h])
+      cp_async4_line(sdst + h * T,
+                     cp.scale[h] ? cp.scale[h] + (c * kChunk >> cp.gs[h]) : static_cast<const void*>(a.experts),
+                     cp.scale[h] != nullptr);
 }
 
 // Block = the shipped kernel's items in the same walk (item i + gridDim.x after item i),
 // each chunk of an item one step of a kPStages-deep ring: at step s the block waits for
 // stage s % kPStages, then refills the stage step s - 1 used with step s + kPStages - 1
 // (every thread has passed this step's barrier, so nobody still reads it), then computes.
-// Warp w owns stage rows 16w .. 16w + 15 (up: w1 rows for w < 8, the same rows of w3 for
-// w >= 8; down: w2) and all n-tiles: per column, lane (g, t) runs moe.cu's tile_product
-// sum — the run at 128c + 32t of rows g and g + 8, chunk c into acc (mma chained, chunks
-// of a partial ascending), each finished partial into v in partial order — so every
-// column has the shipped kernel's bits. Up: at the item's end warps w >= 8 finish their w3
-// sums in v, and warp w - 8 writes swiglu(w1 sum, w3 sum) (§4.23).
-template <bool Up, int P>
-__global__ void __launch_bounds__(kPThreads, 1) expert_gemm_pipelined_kernel(GemmArgs a, int64_t items) {
-  constexpr int S = kPStages<P>;
+// Warp w owns Sets 16-row sets (set_row) and all n-tiles: per column, lane (g, t) runs
+// moe.cu's tile_product sum — the run at 128c + 32t of rows g and g + 8, chunk c into acc
+// (mma chained, chunks of a partial ascending), each finished partial into v in partial
+// order — so every column has the shipped kernel's bits. Up: out = swiglu(w1 sum, w3 sum)
+// (§4.23) — Sets = 2 in the warp; Sets = 1, warps w >= 8 finish their w3 sums in v at the
+// item's end and warp w - 8 reads them.
+template <bool Up, int P, int Sets>
+__global__ void __launch_bounds__(kPThreads<Sets>, 1) expert_gemm_ring_kernel(GemmArgs a, int64_t items) {
+  constexpr int S = kPStages<P>, W = kPWarps<Sets>;
   extern __shared__ uint4 ring[];  // [S][kPStage<P>], then v (kPSmem)
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int g = lane / 4, t = lane % 4;
@@ -502,12 +525,12 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_pipelined_kernel(Gem
 
   // The copy side runs S - 1 steps ahead of the compute side.
   Step fill{blockIdx.x, 0};
-  Copies cp;
+  Copies<Sets> cp;
   int64_t cp_item = -1;
   auto issue = [&](int buf) {  // every thread: the fill step's copies (if any), one group
     if (fill.it < items) {
-      if (fill.it != cp_item) item_copies<Up>(a, fill.it, m_items, cp), cp_item = fill.it;
-      stage_copies<P>(a, cp, fill.c, ring + buf * kPStage<P>);
+      if (fill.it != cp_item) item_copies<Up, Sets>(a, fill.it, m_items, cp), cp_item = fill.it;
+      stage_copies<P, Sets>(a, cp, fill.c, ring + buf * kPStage<P>);
       advance(fill, chunks);
     }
     cp_async_commit();  // possibly empty: the wait counts stay uniform
@@ -515,20 +538,23 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_pipelined_kernel(Gem
 #pragma unroll 1
   for (int s = 0; s < S - 1; ++s) issue(s);
 
-  // The compute side's item: the warp's matrix and rows, the tile's slots and used n-tiles.
-  const int R0 = warp * cuda::kMmaRows + g;  // stage rows R0 and R0 + 8
-  Fp4W w;
+  // The compute side's item: the sets' matrices, the tile's slots and used n-tiles.
+  Fp4W w[Sets];
   int64_t m0 = 0;
   const int32_t* slots = nullptr;
   int n_used = 0;
   bool active = false;
-  float acc[kNt][4];
+  float acc[Sets][kNt][4];
 #pragma unroll
-  for (int n = 0; n < kNt; ++n)
+  for (int j = 0; j < Sets; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
-  float* v_warp = reinterpret_cast<float*>(ring + S * kPStage<P>) + lane;
-  auto v_at = [&](int wp, int n, int i) -> float& { return v_warp[((wp * kNt + n) * 4 + i) * cuda::kWarp]; };
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[j][n][i] = 0.0f;
+  float* v_lane = reinterpret_cast<float*>(ring + S * kPStage<P>) + lane;
+  auto v_at = [&](int wp, int j, int n, int i) -> float& {
+    return v_lane[(((wp * Sets + j) * kNt + n) * 4 + i) * cuda::kWarp];
+  };
 
   Step at{blockIdx.x, 0};  // < items: the grid has at most `items` blocks
 #pragma unroll 1
@@ -537,8 +563,10 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_pipelined_kernel(Gem
       const int64_t tile = at.it / m_items;
       m0 = at.it % m_items * (Up ? kPRows / 2 : kPRows);
       slots = a.tile_slot + tile * kTileSlots;
-      w = stage_matrix<Up>(a.experts[a.tile_expert[tile]], warp * cuda::kMmaRows);
-      active = stage_row<Up>(m0, warp * cuda::kMmaRows) < a.m;  // whole warps: m % 16 == 0
+      const ExpertW& e = a.experts[a.tile_expert[tile]];
+#pragma unroll
+      for (int j = 0; j < Sets; ++j) w[j] = stage_matrix<Up>(e, set_row<Up, Sets>(warp, j));
+      active = stage_row<Up>(m0, set_row<Up, Sets>(warp, 0)) < a.m;  // whole warps: m % 32 == 0
       const int used = __popc(__ballot_sync(cuda::kFullMask, slots[lane] >= 0)) +
                        __popc(__ballot_sync(cuda::kFullMask, slots[lane + cuda::kWarp] >= 0));
       n_used = (used + cuda::kMmaCols - 1) / cuda::kMmaCols;
@@ -550,19 +578,24 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_pipelined_kernel(Gem
     if (active) {  // chunk at.c into acc
       const uint4* wst = st + P * 4 * kPlane;
       const auto* sst = reinterpret_cast<const uint8_t*>(wst + kPRows * kRunWords);
-      const uint4 r0 = wst[R0 * kRunWords + t], r8 = wst[(R0 + 8) * kRunWords + t];
-      const int gs = __ffs(w.group) - 1;
-      const uint8_t c0[2] = {sst[R0 * kScaleBytes + (32 * t >> gs)], sst[R0 * kScaleBytes + ((32 * t + 16) >> gs)]};
-      const uint8_t c8[2] = {sst[(R0 + 8) * kScaleBytes + (32 * t >> gs)],
-                             sst[(R0 + 8) * kScaleBytes + ((32 * t + 16) >> gs)]};
-      __nv_bfloat162 s0[2], s8[2];
-      cuda::scale_pairs(w, c0, s0);
-      cuda::scale_pairs(w, c8, s8);
-      const uint32_t w0[4] = {r0.x, r0.y, r0.z, r0.w}, w8[4] = {r8.x, r8.y, r8.z, r8.w};
+      uint32_t raw[Sets][2][4];
+      __nv_bfloat162 sc[Sets][2][2];
+#pragma unroll
+      for (int j = 0; j < Sets; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the set
+          const int R = set_row<Up, Sets>(warp, j) + g + 8 * h, gs = __ffs(w[j].group) - 1;
+          const uint4 r = wst[R * kRunWords + t];
+          raw[j][h][0] = r.x, raw[j][h][1] = r.y, raw[j][h][2] = r.z, raw[j][h][3] = r.w;
+          const uint8_t code[2] = {sst[R * kScaleBytes + (32 * t >> gs)], sst[R * kScaleBytes + ((32 * t + 16) >> gs)]};
+          cuda::scale_pairs(w[j], code, sc[j][h]);
+        }
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        uint32_t frag[2][4];
-        cuda::a_fragments(w0[q], w8[q], s0[q / 2], s8[q / 2], frag);
+        uint32_t frag[Sets][2][4];
+#pragma unroll
+        for (int j = 0; j < Sets; ++j)
+          cuda::a_fragments(raw[j][0][q], raw[j][1][q], sc[j][0][q / 2], sc[j][1][q / 2], frag[j]);
 #pragma unroll
         for (int n = 0; n < kNt; ++n) {
           if (n >= n_used) break;  // uniform over the block
@@ -570,42 +603,47 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_pipelined_kernel(Gem
 #pragma unroll
           for (int p = 0; p < P; ++p) b[p] = st[(p * 4 + q) * kPlane + (n * cuda::kMmaCols + g) * 4 + t];
 #pragma unroll
-          for (int k = 0; k < 2; ++k)
+          for (int j = 0; j < Sets; ++j)
 #pragma unroll
-            for (int p = 0; p < P; ++p)
-              cuda::mma_m16n8k16_bf16(acc[n], frag[k], k ? b[p].z : b[p].x, k ? b[p].w : b[p].y);
+            for (int k = 0; k < 2; ++k)
+#pragma unroll
+              for (int p = 0; p < P; ++p)
+                cuda::mma_m16n8k16_bf16(acc[j][n], frag[j][k], k ? b[p].z : b[p].x, k ? b[p].w : b[p].y);
         }
       }
     }
     if (at.c + kPartials >= chunks) {  // partial c % 8 is complete: into v in partial order
       const bool first = at.c % kPartials == 0;
 #pragma unroll
-      for (int n = 0; n < kNt; ++n)
+      for (int j = 0; j < Sets; ++j)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          float& vi = v_at(warp, n, i);
-          vi = first ? acc[n][i] : vi + acc[n][i];
-          acc[n][i] = 0.0f;
-        }
+        for (int n = 0; n < kNt; ++n)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float& vi = v_at(warp, j, n, i);
+            vi = first ? acc[j][n][i] : vi + acc[j][n][i];
+            acc[j][n][i] = 0.0f;
+          }
     }
     if (next_chunk(at.c, chunks) < 0) {  // the item's last chunk: its outputs
-      // Accumulator i of lane (g, t): stage row R0 (+ 8 for i >= 2), column 8n + 2t + i % 2.
+      // Accumulator i of lane (g, t): set row g (+ 8 for i >= 2), column 8n + 2t + i % 2.
       // The partials decode's idle warps hold (chunks < 8) add 0.
-      auto sum = [&](int n, int i) {
-        const float vi = v_at(warp, n, i);
-        return (chunks < kPartials ? vi + 0.0f : vi) * w.scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
+      auto sum = [&](int j, int n, int i) {
+        const float vi = v_at(warp, j, n, i);
+        return (chunks < kPartials ? vi + 0.0f : vi) * w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
       };
-      if constexpr (Up) {
-        if (active && warp >= kPWarps / 2)
+      constexpr bool kHandOff = Up && Sets == 1;  // w3 sums cross warps
+      if constexpr (kHandOff) {
+        if (active && warp >= W / 2)
 #pragma unroll
           for (int n = 0; n < kNt; ++n) {
             if (n >= n_used) break;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) v_at(warp, n, i) = sum(n, i);
+            for (int i = 0; i < 4; ++i) v_at(warp, 0, n, i) = sum(0, n, i);
           }
         __syncthreads();  // uniform: every thread is at this item's last step
       }
-      if (active && (!Up || warp < kPWarps / 2))
+      if (active && (!kHandOff || warp < W / 2))
 #pragma unroll
         for (int n = 0; n < kNt; ++n) {
           if (n >= n_used) break;
@@ -613,11 +651,15 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_pipelined_kernel(Gem
           for (int i = 0; i < 4; ++i) {
             const int32_t slot = slots[n * cuda::kMmaCols + 2 * t + i % 2];
             if (slot < 0) continue;
-            float* o = a.out + slot * a.m + stage_row<Up>(m0, R0 + 8 * (i / 2));
-            if constexpr (Up)
-              *o = cuda::swiglu(sum(n, i), v_at(warp + kPWarps / 2, n, i), a.wt[slot], a.limit);
-            else
-              *o = sum(n, i);
+            float* o = a.out + slot * a.m;
+            const int r = g + 8 * (i / 2);
+            if constexpr (Up) {
+              const float u = kHandOff ? v_at(warp + W / 2, 0, n, i) : sum(Sets - 1, n, i);
+              o[stage_row<Up>(m0, set_row<Up, Sets>(warp, 0) + r)] = cuda::swiglu(sum(0, n, i), u, a.wt[slot], a.limit);
+            } else {
+#pragma unroll
+              for (int j = 0; j < Sets; ++j) o[stage_row<Up>(m0, set_row<Up, Sets>(warp, j) + r)] = sum(j, n, i);
+            }
           }
         }
     }
@@ -628,26 +670,28 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_pipelined_kernel(Gem
 
 // ---- launch ----
 
-enum class Kernel : int { shipped, pipelined };  // declared in cuda_ops.h
-
 // One projection family over every tile: the planes of `in` must be written (planes
 // kernel) before. Grid: the resident blocks, walking the items with no wave tail.
 template <bool Up, int P>
-void launch_expert_gemm(Kernel which, const GemmArgs& args, int64_t items, int sm_count, cudaStream_t stream) {
+void launch_expert_gemm(ExpertKernel which, const GemmArgs& args, int64_t items, int sm_count, cudaStream_t stream) {
   if (items == 0) return;
-  const void* fn = which == Kernel::shipped ? reinterpret_cast<const void*>(expert_gemm_kernel<Up, P>)
-                                            : reinterpret_cast<const void*>(expert_gemm_pipelined_kernel<Up, P>);
-  const int threads = which == Kernel::shipped ? kThreads : kPThreads;
-  const size_t smem = which == Kernel::shipped ? kGemmSmem<P> : kPSmem<P>;
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  int per_sm = 0;
-  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
-  const int64_t blocks = std::min<int64_t>(items, int64_t{std::max(per_sm, 1)} * sm_count);
-  if (which == Kernel::shipped)
-    expert_gemm_kernel<Up, P><<<static_cast<unsigned>(blocks), threads, smem, stream>>>(args, items);
-  else
-    expert_gemm_pipelined_kernel<Up, P><<<static_cast<unsigned>(blocks), threads, smem, stream>>>(args, items);
-  DSV4_CUDA_LAUNCH_CHECK();
+  auto run = [&](auto kernel, int threads, size_t smem) {
+    const void* fn = reinterpret_cast<const void*>(kernel);
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    int per_sm = 0;
+    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
+    const int64_t blocks = std::min<int64_t>(items, int64_t{std::max(per_sm, 1)} * sm_count);
+    kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(args, items);
+    DSV4_CUDA_LAUNCH_CHECK();
+  };
+  switch (which) {
+    case ExpertKernel::shipped:
+      return run(expert_gemm_kernel<Up, P>, kThreads, kGemmSmem<P>);
+    case ExpertKernel::ring_w16:
+      return run(expert_gemm_ring_kernel<Up, P, 1>, kPThreads<1>, kPSmem<P>);
+    case ExpertKernel::ring_w8:
+      return run(expert_gemm_ring_kernel<Up, P, 2>, kPThreads<2>, kPSmem<P>);
+  }
 }
 
 }  // namespace dsv4::cuda::prefill_moe

@@ -14,8 +14,8 @@
 // f32 as three exact planes) and, for every output column, the same f32 order: chunk c
 // into partial c % 8 (chunks ascending, the mma chained), the 8 partials added in order,
 // then NVFP4's scale_2. Only the shared expert's GEMM order differs from decode (law 2).
-// The expert kernels (the shipped one and the pipelined one, same bits) are in
-// expert_gemm.cuh.
+// The expert kernels (the shipped one and the ring kernels, same bits; moe_prefill.h) are
+// in expert_gemm.cuh.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -31,11 +31,11 @@
 
 namespace dsv4 {
 
-using cuda::prefill_moe::Kernel;
+using cuda::ExpertKernel;
 
 namespace {
 
-// The pipelined kernel's cp.async copies need 16-byte aligned packed weights and 4-byte
+// The ring kernels' cp.async copies need 16-byte aligned packed weights and 4-byte
 // aligned scales (each row and chunk then is: whole K chunks, check_experts). A resident
 // copy is a cudaMalloc (256-byte aligned); a tensor already on the device is checked.
 bool cp_async_aligned(const BlockWeights& b) {
@@ -52,17 +52,18 @@ bool cp_async_aligned(const BlockWeights& b) {
 
 void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                        int k, float swiglu_limit, const Numerics& num, float* out) {
-  moe_gemm_on(Kernel::shipped, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+  moe_gemm_on(ExpertKernel::shipped, b, x, rows, sel, wt, k, swiglu_limit, num, out);
 }
 
-void cuda::moe_gemm_pipelined(Ops& ops, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
-                              const float* wt, int k, float swiglu_limit, const Numerics& num, float* out) {
+void cuda::moe_gemm_with(Ops& ops, ExpertKernel kernel, const BlockWeights& b, const float* x, int rows,
+                         const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
+                         float* out) {
   auto* cuda_ops = dynamic_cast<CudaOps*>(&ops);
-  if (cuda_ops == nullptr) throw Error(cat("moe_gemm_pipelined: needs the cuda backend, got ", ops.name()));
-  cuda_ops->moe_gemm_on(Kernel::pipelined, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+  if (cuda_ops == nullptr) throw Error(cat("moe_gemm_with: needs the cuda backend, got ", ops.name()));
+  cuda_ops->moe_gemm_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
 }
 
-void CudaOps::moe_gemm_on(Kernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+void CudaOps::moe_gemm_on(ExpertKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                           const float* wt, int k, float swiglu_limit, const Numerics& num, float* out) {
   using namespace cuda::prefill_moe;
   const int hidden = static_cast<int>(b.shared_w1.in()), shared_inter = static_cast<int>(b.shared_w1.out());
@@ -97,8 +98,8 @@ void CudaOps::moe_gemm_on(Kernel kernel, const BlockWeights& b, const float* x, 
   auto* hb = reinterpret_cast<uint4*>(take(sizes[4]));
   float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
 
-  // Both kernels compute the same bits; the pipelined one needs cp_async_aligned weights.
-  const Kernel which = kernel == Kernel::pipelined && cp_async_aligned(b) ? Kernel::pipelined : Kernel::shipped;
+  // Every kernel computes the same bits; the ring kernels need cp_async_aligned weights.
+  const ExpertKernel which = kernel == ExpertKernel::shipped || cp_async_aligned(b) ? kernel : ExpertKernel::shipped;
   // One projection family over every tile: bf16 planes of `in` [n_in, K], then the kernel.
   auto project = [&](auto up, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,
                      float* o) {
