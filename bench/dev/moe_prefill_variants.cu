@@ -25,7 +25,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,10 +49,6 @@ constexpr double kTolerance = 1e-5;
 constexpr int kSampleSlots = 24, kSampleRows = 48;  // host reference outputs per projection
 constexpr float kLimit = 10.0f;                     // SwiGLU clamp (D16)
 constexpr ExpertKernel kKernels[] = {ExpertKernel::shipped, ExpertKernel::ring_w16, ExpertKernel::ring_w8};
-
-const char* kernel_name(ExpertKernel k) {
-  return k == ExpertKernel::shipped ? "shipped" : k == ExpertKernel::ring_w16 ? "ring_w16" : "ring_w8";
-}
 
 // Device bytes from a hash of (seed, index): the FP4 codes uniform; scale codes `lo` + h % span.
 __global__ void fill_bytes_kernel(uint8_t* p, int64_t n, uint32_t seed, int lo, int span) {
@@ -263,7 +258,7 @@ class Case {
     const double bytes = double(used_experts_) * (Up ? 2 * Experts::bytes(w0, kInter) : Experts::bytes(w2, kHidden));
     bool ok = c.within(kTolerance);
     std::printf("  %-4s %-9s %9.1f us %7.1f TFLOP/s %7.1f GB/s  ref rel_l2 %.1e max_norm %.1e %s", Up ? "up" : "down",
-                kernel_name(k), us, flops / us / 1e6, bytes / us / 1e3, c.rel_l2,
+                cuda::expert_kernel_name(k), us, flops / us / 1e6, bytes / us / 1e3, c.rel_l2,
                 c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
     if (k == ExpertKernel::shipped) {
       shipped = got;

@@ -15,6 +15,9 @@ enum class ExpertKernel : int {
   ring_w16,  // expert_gemm_ring_kernel<Sets 1>: 16 warps x one set, a cp.async ring of chunks
   ring_w8,   // expert_gemm_ring_kernel<Sets 2>: 8 warps x two sets, the same ring
 };
+inline const char* expert_kernel_name(ExpertKernel k) {
+  return k == ExpertKernel::shipped ? "shipped" : k == ExpertKernel::ring_w16 ? "ring_w16" : "ring_w8";
+}
 
 // ops.moe_gemm(...) (kernels/ops.h) on a CUDA backend with its routed experts on
 // `kernel` (the ring kernels fall back to shipped — the same bits — where the expert

@@ -372,8 +372,8 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
       b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
   };
   for (const auto& [a, num] : arms_for(0.0f)) {
-    const std::string op = kernel ? "moe_gemm (expert kernel " + std::to_string(static_cast<int>(*kernel)) + ") vs moe "
-                                  : std::string("moe_gemm vs moe ");
+    const std::string op =
+        kernel ? std::string("moe_gemm on ") + cuda::expert_kernel_name(*kernel) + " vs moe " : "moe_gemm vs moe ";
     const std::string what = case_name(op.c_str(), recipe, a, s, rows);
     PairF out = zeros(b, n), again = zeros(b, n);
     gemm(num, a.limit, out[kGpu]);
@@ -416,8 +416,6 @@ TEST_CASE("moe_gemm at Flash shapes, 300 rows: experts over 64 slots and of 1; v
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 99 : 100, 4);
 }
-
-
 
 // The ring expert kernels (kernels/cuda/expert_gemm.cuh; cuda::moe_gemm_with until the
 // engine adopts one) compute the shipped kernel's columns: their moe_gemm rows equal
