@@ -19,6 +19,7 @@
 namespace dsv4 {
 
 namespace cuda {
+enum class ExpertGemmKernel : int;  // moe_prefill.h: the routed experts' GEMM kernel of moe_gemm
 struct GemvArgs;
 struct GemmProblem;
 class LtGemm;
@@ -135,6 +136,11 @@ class CudaOps final : public Ops {
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
+  // moe_gemm with its routed experts on `kernel` (moe_gemm: shipped), for the other
+  // kernels' twin test (cuda::moe_gemm_with, moe_prefill.h) until the engine adopts one.
+  void moe_gemm_on(cuda::ExpertGemmKernel kernel, const BlockWeights& b, const float* x, int rows,
+                   const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
+                   float* out);
 
   void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
                     const int32_t* pos, KvQuant variant, float* ring, int slots) override;

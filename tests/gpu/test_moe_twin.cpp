@@ -2,10 +2,13 @@
 // per-row independence of the MoE (SPECDECODE.md §6.3).
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "kernels/cuda/expert_kernel.h"
+#include "kernels/cuda/moe_prefill.h"
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
@@ -351,7 +354,7 @@ TEST_CASE("moe_gemm twin at Flash shapes: 24 rows over 128 of the 256 experts, b
 // bits; its first `cpu_rows` rows are checked against the CPU reference (row by row
 // independent there) at check_moe's bounds.
 void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host,
-                       uint64_t seed, int cpu_rows) {
+                       uint64_t seed, int cpu_rows, std::optional<cuda::ExpertGemmKernel> kernel = {}) {
   const int rows = static_cast<int>(sel_host.size()) / kK;
   Backends b;
   Rng rng(seed);
@@ -363,13 +366,22 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
   PairI sel = put_i32(b, sel_host);
   PairF wt = put(b, wt_host);
   const size_t n = static_cast<size_t>(rows) * s.hidden;
+  // The engine's moe_gemm, or moe_gemm on another expert kernel (moe_prefill.h).
+  auto gemm = [&](const Numerics& num, float limit, float* o) {
+    if (kernel)
+      cuda::moe_gemm_with(*b.gpu, *kernel, blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
+    else
+      b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
+  };
   for (const auto& [a, num] : arms_for(0.0f)) {
-    const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows);
+    const std::string op =
+        kernel ? std::string("moe_gemm on ") + cuda::expert_gemm_kernel_name(*kernel) + " vs moe " : "moe_gemm vs moe ";
+    const std::string what = case_name(op.c_str(), recipe, a, s, rows);
     PairF out = zeros(b, n), again = zeros(b, n);
-    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
+    gemm(num, a.limit, out[kGpu]);
     const std::vector<float> got = get(b, out, kGpu);
     check_bitwise(what, gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num), got);
-    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, again[kGpu]);
+    gemm(num, a.limit, again[kGpu]);
     check_bitwise(what + " repeated call", got, get(b, again, kGpu));
     PairF ref = zeros(b, static_cast<size_t>(cpu_rows) * s.hidden);
     b.cpu->moe_gemm(blk.w, x[kCpu], cpu_rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
@@ -510,6 +522,52 @@ TEST_CASE("moe staged expert kernel: activations not 16-byte aligned run the shi
   for (int t = 0; t < kRows; ++t)
     for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;
   check_staged(kSmall, ExpertRecipe::mxfp4, sel, 106, kRows, 0.0f, 1);
+
+// The ring expert kernels (kernels/cuda/expert_gemm.cuh; cuda::moe_gemm_with until the
+// engine adopts one) compute the shipped kernel's columns: their moe_gemm rows equal
+// moe's bit for bit (so the shipped moe_gemm's), repeated calls too, and the CPU's first
+// rows at check_moe's bounds.
+constexpr cuda::ExpertGemmKernel kRingKernels[] = {cuda::ExpertGemmKernel::ring_w16, cuda::ExpertGemmKernel::ring_w8};
+
+// Small widths: K of 1 to 3 chunks (items shorter than the ring of chunks), hidden 384
+// (the down projection's second item half idle).
+TEST_CASE("moe_gemm on the ring expert kernels equals moe bit for bit: 37 rows at small widths") {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < 37; ++t)
+    for (int j = 0; j < kK; ++j) sel.push_back((t * 7 + j * 5) % kExperts);  // distinct: 5 is odd to 16
+  for (const MoeShape& s : {kSmall, MoeShape{384, 256, kExperts, kExperts}})
+    for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+      for (cuda::ExpertGemmKernel kernel : kRingKernels)
+        check_gemm_vs_moe(s, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 101 : 102, 37, kernel);
+}
+
+// A 1024-row chunk at Flash shapes, as the prefill benchmark's: expert 3 in every row
+// (16 full tiles), expert 250 in rows 0-64 (a full tile and one of a single slot), the
+// other slots uniform over the rest (tiles of ~24 slots). The CPU checks rows 0-1.
+TEST_CASE("moe_gemm on the ring expert kernels at Flash shapes, 1024 rows: vs moe bitwise, vs cpu") {
+  constexpr int kChunkRows = 1024;
+  Rng pick(103);
+  std::vector<int32_t> sel, pool;
+  for (int e = 0; e < 256; ++e)
+    if (e != 3 && e != 250) pool.push_back(e);
+  for (int t = 0; t < kChunkRows; ++t) {
+    std::shuffle(pool.begin(), pool.end(), pick.gen);
+    sel.push_back(3);
+    for (int j = 1; j < kK; ++j) sel.push_back(j == 1 && t < 65 ? 250 : pool[j]);
+  }
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    for (cuda::ExpertGemmKernel kernel : kRingKernels)
+      check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 104 : 105, 2, kernel);
+}
+
+TEST_CASE("moe_gemm_with refuses a backend other than cuda, by name") {
+  Backends b;
+  Rng rng(106);
+  Block blk(rng, ExpertRecipe::nvfp4, false);
+  PairF x = put(b, rng.normals(kHidden, 1.0f));
+  CHECK_THROWS_WITH_AS(cuda::moe_gemm_with(*b.cpu, cuda::ExpertGemmKernel::ring_w16, blk.w, x[kCpu], 1, nullptr, nullptr,
+                                           kK, 0.0f, Numerics{}, x[kCpu]),
+                       doctest::Contains("needs the cuda backend, got cpu"), Error);
 }
 
 }  // namespace dsv4::twin
