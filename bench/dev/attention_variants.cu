@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "base/cuda_check.h"
+#include "bench/dev/dev_bench.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/attention_prefill.cuh"
 #include "kernels/ops.h"
@@ -38,22 +39,8 @@ constexpr int kHeads = 64, kDim = 512, kWindow = 128, kTopk = 512;
 constexpr int kSampled = 16;
 constexpr double kDecodeTolerance = 1e-5, kTcTolerance = 5e-5;
 
-struct Closeness {
-  double rel_l2 = 0, max_norm = 0;
-  bool within(double bound) const { return rel_l2 <= bound && max_norm <= bound; }
-};
-// rel L2 and max |err| / max |ref| (tests/gpu/twin_harness.h diff); a NaN fails.
-Closeness closeness(const float* ref, const float* got, size_t n) {
-  double num = 0, den = 0, max_abs = 0, ref_max = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double e = std::fabs(double(got[i]) - ref[i]);
-    if (!(e <= max_abs)) max_abs = std::isnan(e) ? INFINITY : e;
-    num += e * e;
-    den += double(ref[i]) * ref[i];
-    ref_max = std::max(ref_max, std::fabs(double(ref[i])));
-  }
-  return {std::sqrt(num / den), max_abs / ref_max};
-}
+using dev::Closeness;
+using dev::closeness;
 
 // One problem's host and device data.
 struct Problem {
@@ -227,11 +214,4 @@ int run_all(int argc, char** argv) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  try {
-    return run_all(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dsv4-dev-attention: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return dsv4::dev::guarded_main("dsv4-dev-attention", argc, argv, run_all); }

@@ -256,11 +256,4 @@ int run_all(int argc, char** argv) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  try {
-    return run_all(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dsv4-dev-gemv: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return dsv4::dev::guarded_main("dsv4-dev-gemv", argc, argv, run_all); }

@@ -329,11 +329,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dsv4-dev-moe-prefill: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return dsv4::dev::guarded_main("dsv4-dev-moe-prefill", argc, argv, run); }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/cuda_check.h"
+#include "bench/dev/dev_bench.h"
 #include "base/scalar_formats.h"
 #include "kernels/cuda/moe_experts.cuh"
 
@@ -201,24 +202,15 @@ std::vector<float> reference(const Experts& x, int nw, const std::vector<float>&
   return ref;
 }
 
-struct Closeness {
-  double rel_l2, max_norm;
-  bool ok() const { return rel_l2 <= kTolerance && max_norm <= kTolerance; }  // NaN fails
-};
-
-// got [slots, m] on the checked rows against the reference's first slots.
-Closeness closeness(const std::vector<float>& ref, const std::vector<float>& got, int64_t m) {
+// got [slots, m] on the checked rows against the reference's first slots (the host
+// reference holds every kCheckStride-th output row from row 3).
+dev::Closeness closeness(const std::vector<float>& ref, const std::vector<float>& got, int64_t m) {
   const int64_t checked = m / kCheckStride, slots = static_cast<int64_t>(got.size()) / m;
-  double num = 0, den = 0, worst = 0, ref_max = 0;
+  std::vector<float> sampled;
+  sampled.reserve(slots * checked);
   for (int64_t s = 0; s < slots; ++s)
-    for (int64_t i = 0; i < checked; ++i) {
-      const double want = ref[s * checked + i], d = std::fabs(double(got[s * m + 3 + i * kCheckStride]) - want);
-      if (!(d <= worst)) worst = d;
-      num += d * d;
-      den += want * want;
-      ref_max = std::max(ref_max, std::fabs(want));
-    }
-  return {std::sqrt(num / den), worst / ref_max};
+    for (int64_t i = 0; i < checked; ++i) sampled.push_back(got[s * m + 3 + i * kCheckStride]);
+  return dev::closeness(ref, sampled);
 }
 
 float median_us(std::vector<float> v) {
@@ -288,11 +280,11 @@ bool run_case(const Experts& x, const std::vector<std::unique_ptr<Work>>& sets, 
     std::vector<float> got(n_out);
     DSV4_CUDA_CHECK(cudaMemcpyAsync(got.data(), out, n_out * sizeof(float), cudaMemcpyDeviceToHost, s));
     DSV4_CUDA_CHECK(cudaStreamSynchronize(s));
-    const Closeness c = closeness(ref, got, m);
+    const dev::Closeness c = closeness(ref, got, m);
     std::printf("%-4s %s P%d rows %d %-9s %8.2f us %5.2f TB/s %4.2f of 4.3  ref rel_l2 %.1e max_norm %.1e %s",
                 nw == 2 ? "up" : "down", x.r.name, planes, rows, v.name, us, bytes / us / 1e6, bytes / us / 1e6 / (kHbm / 1e12),
-                c.rel_l2, c.max_norm, c.ok() ? "ok" : "OVER-TOLERANCE");
-    ok = ok && c.ok();
+                c.rel_l2, c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
+    ok = ok && c.within(kTolerance);
     if (shipped.empty()) {
       shipped = got;
     } else {
@@ -341,11 +333,4 @@ int run_all(int argc, char** argv) {
   return ok ? 0 : 1;
 }
 
-int main(int argc, char** argv) {
-  try {
-    return run_all(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dsv4-dev-moe: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return dsv4::dev::guarded_main("dsv4-dev-moe", argc, argv, run_all); }

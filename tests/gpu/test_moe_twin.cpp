@@ -522,6 +522,7 @@ TEST_CASE("moe staged expert kernel: activations not 16-byte aligned run the shi
   for (int t = 0; t < kRows; ++t)
     for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;
   check_staged(kSmall, ExpertRecipe::mxfp4, sel, 106, kRows, 0.0f, 1);
+}
 
 // The ring expert kernels (kernels/cuda/expert_gemm.cuh; cuda::moe_gemm_with until the
 // engine adopts one) compute the shipped kernel's columns: their moe_gemm rows equal
