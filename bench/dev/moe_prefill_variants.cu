@@ -2,10 +2,10 @@
 // in variants (llm.c dev/cuda style) at the Flash shapes (256 experts, top 6, hidden 4096,
 // moe_intermediate 2048, NVFP4 by default), 1024 and 2048 rows, experts picked uniformly
 // or skewed (a few experts take most slots: tiles of 64 full, many tiles per expert).
-// shipped: expert_gemm_kernel (what CudaOps::moe_gemm runs); ring_w16 / ring_w8:
+// regs: expert_gemm_kernel (the first kernel; CudaOps::moe_gemm's fallback); ring_w16 (what CudaOps::moe_gemm runs) / ring_w8:
 // expert_gemm_ring_kernel with 16 warps of one 16-row set / 8 warps of two, weights and
 // activations staged 3 chunks ahead (P = 1; 1 at P = 3) by cp.async — the same arithmetic
-// (each column's products in the same K order), so each must equal shipped bit for bit. Both are checked against a double-precision
+// (each column's products in the same K order), so each must equal regs bit for bit. Both are checked against a double-precision
 // host reference on sampled (slot, row) outputs (the up projection's SwiGLU of w1 / w3
 // and the down projection, from the same staged inputs), tolerance 1e-5 (rel_l2 and
 // max_norm): exact products, only the f32 summation order differs (tests/gpu/
@@ -15,7 +15,7 @@
 // Time: one launch of the projection's kernel (event-timed mean over reps), TFLOP/s of
 // the slots' useful products (2 x slots x rows x K per projection) and GB/s of the used
 // experts' weights read once (FP4 codes and scales: the bytes a perfect kernel reads).
-// Success: every line says "ok" and (ring_*) "=shipped"; the exit status is 1 otherwise.
+// Success: every line says "ok" and (ring_*) "=regs"; the exit status is 1 otherwise.
 // usage: dsv4-dev-moe-prefill [reps] [mxfp4]
 #include <cuda_runtime.h>
 
@@ -48,7 +48,7 @@ constexpr int kExperts = 256, kTop = 6, kHidden = 4096, kInter = 2048;
 constexpr double kTolerance = 1e-5;
 constexpr int kSampleSlots = 24, kSampleRows = 48;  // host reference outputs per projection
 constexpr float kLimit = 10.0f;                     // SwiGLU clamp (D16)
-constexpr ExpertGemmKernel kKernels[] = {ExpertGemmKernel::shipped, ExpertGemmKernel::ring_w16, ExpertGemmKernel::ring_w8};
+constexpr ExpertGemmKernel kKernels[] = {ExpertGemmKernel::regs, ExpertGemmKernel::ring_w16, ExpertGemmKernel::ring_w8};
 
 // Device bytes from a hash of (seed, index): the FP4 codes uniform; scale codes `lo` + h % span.
 __global__ void fill_bytes_kernel(uint8_t* p, int64_t n, uint32_t seed, int lo, int span) {
@@ -166,7 +166,7 @@ std::vector<int32_t> pick_experts(int rows, bool skewed, uint32_t seed) {
 }
 
 // One routing of `rows` rows at P planes: the staged inputs of both projections, the
-// shipped kernel's outputs, and the reports of every variant.
+// regs kernel's outputs, and the reports of every variant.
 class Case {
  public:
   Case(const Experts& ex, int rows, bool skewed, int planes, int reps)
@@ -203,21 +203,21 @@ class Case {
     stage(x, int64_t{rows_} * kHidden / kGroup, xb);
     const GemmArgs up{ex_.table, tiles_, tiles_ + tl_.tiles, xb, int64_t{rows_} * kHidden / kGroup, kTop,
                       kInter, kHidden, h, wt, kLimit};
-    std::vector<float> h_shipped;
+    std::vector<float> h_regs;
     for (ExpertGemmKernel k : kKernels)
-      ok &= report<true>(k, up, h, static_cast<size_t>(slots_) * kInter, h_shipped, x_, kTop);
-    // Down: from the shipped h (the native arm re-quantizes it: here P = 1 rounds it to
+      ok &= report<true>(k, up, h, static_cast<size_t>(slots_) * kInter, h_regs, x_, kTop);
+    // Down: from the regs h (the native arm re-quantizes it: here P = 1 rounds it to
     // bf16 in the planes; the reference takes the same rounded values).
-    std::vector<float> h_in = h_shipped;
+    std::vector<float> h_in = h_regs;
     if (planes_ == 1)
       for (float& v : h_in) v = bf16_round(v);
     float* h_dev = upload(h_in);
     stage(h_dev, slots_ * kInter / kGroup, hb);
     const GemmArgs down{ex_.table, tiles_, tiles_ + tl_.tiles, hb, slots_ * kInter / kGroup, 1, kHidden, kInter, y,
                         wt, kLimit};
-    std::vector<float> y_shipped;
+    std::vector<float> y_regs;
     for (ExpertGemmKernel k : kKernels)
-      ok &= report<false>(k, down, y, static_cast<size_t>(slots_) * kHidden, y_shipped, h_in, 1);
+      ok &= report<false>(k, down, y, static_cast<size_t>(slots_) * kHidden, y_regs, h_in, 1);
     for (void* p : {static_cast<void*>(x), static_cast<void*>(wt), static_cast<void*>(h), static_cast<void*>(y),
                     static_cast<void*>(xb), static_cast<void*>(hb), static_cast<void*>(h_dev)})
       DSV4_CUDA_CHECK(cudaFree(p));
@@ -244,9 +244,9 @@ class Case {
   }
 
   // Times variant k, checks it against the reference on sampled outputs (and bitwise
-  // against the shipped output, which the shipped variant records).
+  // against the regs output, which the regs variant records).
   template <bool Up>
-  bool report(ExpertGemmKernel k, const GemmArgs& a, float* out, size_t n, std::vector<float>& shipped,
+  bool report(ExpertGemmKernel k, const GemmArgs& a, float* out, size_t n, std::vector<float>& regs_out,
               const std::vector<float>& in, int act_div) {
     DSV4_CUDA_CHECK(cudaMemset(out, 0xFF, n * sizeof(float)));  // NaN: an output never written fails
     const float us = dev::time_launches([&] { launch<Up>(k, a); }, reps_, nullptr);
@@ -260,11 +260,11 @@ class Case {
     std::printf("  %-4s %-9s %9.1f us %7.1f TFLOP/s %7.1f GB/s  ref rel_l2 %.1e max_norm %.1e %s", Up ? "up" : "down",
                 cuda::expert_gemm_kernel_name(k), us, flops / us / 1e6, bytes / us / 1e3, c.rel_l2,
                 c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
-    if (k == ExpertGemmKernel::shipped) {
-      shipped = got;
+    if (k == ExpertGemmKernel::regs) {
+      regs_out = got;
     } else {
-      const bool same = std::memcmp(shipped.data(), got.data(), n * sizeof(float)) == 0;
-      std::printf(" %s", same ? "=shipped" : "DIFFERS-FROM-SHIPPED");
+      const bool same = std::memcmp(regs_out.data(), got.data(), n * sizeof(float)) == 0;
+      std::printf(" %s", same ? "=regs" : "DIFFERS-FROM-REGS");
       ok &= same;
     }
     std::printf("\n");

@@ -210,7 +210,7 @@ dev::Closeness closeness(const std::vector<float>& ref, const std::vector<float>
   sampled.reserve(slots * checked);
   for (int64_t s = 0; s < slots; ++s)
     for (int64_t i = 0; i < checked; ++i) sampled.push_back(got[s * m + 3 + i * kCheckStride]);
-  return dev::closeness(ref, sampled);
+  return dev::closeness(ref.data(), sampled.data(), sampled.size());  // the reference's first slots
 }
 
 float median_us(std::vector<float> v) {

@@ -1,5 +1,5 @@
 // The routed experts' GEMM of the prefill MoE (issue 13; MODEL.md §4.23), in kernels that
-// compute the same bits (ExpertGemmKernel, moe_prefill.h): expert_gemm_kernel (shipped: 8
+// compute the same bits (ExpertGemmKernel, moe_prefill.h): expert_gemm_kernel (regs: 8
 // warps, each two 16-row sets, the next chunk's weights in registers) and
 // expert_gemm_ring_kernel (weights and activations staged by a multi-stage cp.async ring,
 // one barrier a chunk; 16 warps of one set or 8 of two). Each feeds every output column
@@ -353,7 +353,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a, in
 
 // ---- the ring kernels (session 5; the same bits as expert_gemm_kernel) ----
 //
-// Why (static analysis, bench/dev/moe_prefill_variants.cu's header): the shipped kernel has
+// Why (static analysis, bench/dev/moe_prefill_variants.cu's header): the regs kernel has
 // one block of 8 warps per SM (239 registers), two per scheduler; each chunk a warp issues
 // its next chunk's weight loads into registers and waits for them at the chunk's end, and
 // the block meets twice per chunk. The FP4 decode (~24 instructions per 8 codes) is most of
@@ -361,12 +361,12 @@ __global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a, in
 // prmt chains, the mma) are not hidden. The ring kernels stage the weights, their scales
 // and the activations of kPStages - 1 chunks ahead by cp.async (no register waits on
 // global memory) and meet once per chunk. Sets = 1: 16 warps (four per scheduler, <= 128
-// registers), one 16-row set each; Sets = 2: the shipped kernel's 8 warps of two sets
+// registers), one 16-row set each; Sets = 2: the regs kernel's 8 warps of two sets
 // (each staged B fragment feeds both: half the shared-memory reads per mma).
 
 constexpr int kPRows = 256;  // weight rows per item (stage rows)
 static_assert(kPRows == kItemRows<false> && kPRows / 2 == kItemRows<true>,
-              "the ring kernels walk the shipped kernel's items");
+              "the ring kernels walk the regs kernel's items");
 template <int Sets>
 constexpr int kPWarps = kPRows / cuda::kMmaRows / Sets;  // 16 or 8
 template <int Sets>
@@ -375,7 +375,7 @@ constexpr int kRunWords = 4;      // uint4 per weight row and chunk: 128 FP4 cod
 constexpr int kScaleBytes = 8;    // per row and chunk: 8 e4m3 codes (NVFP4) or 4 e8m0 (MXFP4)
 template <int P>
 constexpr int kPStages = P == 1 ? 4 : 2;  // chunks in the ring (shared memory: kPSmem)
-// One stage: activations [P][q 4][kPlane] (the shipped layout), then weights [kPRows][4],
+// One stage: activations [P][q 4][kPlane] (the regs layout), then weights [kPRows][4],
 // then scale codes [kPRows][8 bytes] (uint4 units).
 template <int P>
 constexpr int kPStage = P * 4 * kPlane + kPRows * kRunWords + kPRows * kScaleBytes / 16;
@@ -504,14 +504,14 @@ __device__ inline void stage_copies(const GemmArgs& a, const Copies<Sets>& cp, i
                      cp.scale[h] != nullptr);
 }
 
-// Block = the shipped kernel's items in the same walk (item i + gridDim.x after item i),
+// Block = the regs kernel's items in the same walk (item i + gridDim.x after item i),
 // each chunk of an item one step of a kPStages-deep ring: at step s the block waits for
 // stage s % kPStages, then refills the stage step s - 1 used with step s + kPStages - 1
 // (every thread has passed this step's barrier, so nobody still reads it), then computes.
 // Warp w owns Sets 16-row sets (set_row) and all n-tiles: per column, lane (g, t) runs
 // moe.cu's tile_product sum — the run at 128c + 32t of rows g and g + 8, chunk c into acc
 // (mma chained, chunks of a partial ascending), each finished partial into v in partial
-// order — so every column has the shipped kernel's bits. Up: out = swiglu(w1 sum, w3 sum)
+// order — so every column has the regs kernel's bits. Up: out = swiglu(w1 sum, w3 sum)
 // (§4.23) — Sets = 2 in the warp; Sets = 1, warps w >= 8 finish their w3 sums in v at the
 // item's end and warp w - 8 reads them.
 template <bool Up, int P, int Sets>
@@ -685,7 +685,7 @@ void launch_expert_gemm(ExpertGemmKernel which, const GemmArgs& args, int64_t it
     DSV4_CUDA_LAUNCH_CHECK();
   };
   switch (which) {
-    case ExpertGemmKernel::shipped:
+    case ExpertGemmKernel::regs:
       return run(expert_gemm_kernel<Up, P>, kThreads, kGemmSmem<P>);
     case ExpertGemmKernel::ring_w16:
       return run(expert_gemm_ring_kernel<Up, P, 1>, kPThreads<1>, kPSmem<P>);

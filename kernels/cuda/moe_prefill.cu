@@ -14,7 +14,7 @@
 // f32 as three exact planes) and, for every output column, the same f32 order: chunk c
 // into partial c % 8 (chunks ascending, the mma chained), the 8 partials added in order,
 // then NVFP4's scale_2. Only the shared expert's GEMM order differs from decode (law 2).
-// The expert kernels (the shipped one and the ring kernels, same bits; moe_prefill.h) are
+// The expert kernels (regs and the ring kernels, same bits; moe_prefill.h) are
 // in expert_gemm.cuh.
 #include <cuda_bf16.h>
 
@@ -52,7 +52,7 @@ bool cp_async_aligned(const BlockWeights& b) {
 
 void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                        int k, float swiglu_limit, const Numerics& num, float* out) {
-  moe_gemm_on(ExpertGemmKernel::shipped, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+  moe_gemm_on(ExpertGemmKernel::ring_w16, b, x, rows, sel, wt, k, swiglu_limit, num, out);
 }
 
 void cuda::moe_gemm_with(Ops& ops, ExpertGemmKernel kernel, const BlockWeights& b, const float* x, int rows,
@@ -99,7 +99,7 @@ void CudaOps::moe_gemm_on(ExpertGemmKernel kernel, const BlockWeights& b, const 
   float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
 
   // Every kernel computes the same bits; the ring kernels need cp_async_aligned weights.
-  const ExpertGemmKernel which = kernel == ExpertGemmKernel::shipped || cp_async_aligned(b) ? kernel : ExpertGemmKernel::shipped;
+  const ExpertGemmKernel which = kernel == ExpertGemmKernel::regs || cp_async_aligned(b) ? kernel : ExpertGemmKernel::regs;
   // One projection family over every tile: bf16 planes of `in` [n_in, K], then the kernel.
   auto project = [&](auto up, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,
                      float* o) {

@@ -1,8 +1,9 @@
 // The prefill MoE's routed-expert GEMM kernels (kernels/cuda/expert_gemm.cuh), all of
 // them computing the same bits, and the prefill MoE on a chosen one: the engine
-// (CudaOps::moe_gemm) runs `shipped`; the ring kernels are reached from their twin test
-// and bench/dev/moe_prefill_variants.cu until the GPU has validated and timed them. A
-// plain header, so host-compiled tests can call it.
+// (CudaOps::moe_gemm) runs ring_w16, 1.2-1.3x faster than regs at Flash shapes on an
+// H200 (bench/dev/moe_prefill_variants.cu, docs/gpu-runs.md "sixth session"), regs where
+// the weights are not cp.async-aligned; the twin test and the dev bench reach every one.
+// A plain header, so host-compiled tests can call it.
 #pragma once
 #include <cstdint>
 
@@ -11,16 +12,16 @@
 namespace dsv4::cuda {
 
 enum class ExpertGemmKernel : int {
-  shipped,   // expert_gemm_kernel: 8 warps x two 16-row sets, the next chunk's weights in registers
+  regs,      // expert_gemm_kernel: 8 warps x two 16-row sets, the next chunk's weights in registers
   ring_w16,  // expert_gemm_ring_kernel<Sets 1>: 16 warps x one set, a cp.async ring of chunks
   ring_w8,   // expert_gemm_ring_kernel<Sets 2>: 8 warps x two sets, the same ring
 };
 inline const char* expert_gemm_kernel_name(ExpertGemmKernel k) {
-  return k == ExpertGemmKernel::shipped ? "shipped" : k == ExpertGemmKernel::ring_w16 ? "ring_w16" : "ring_w8";
+  return k == ExpertGemmKernel::regs ? "regs" : k == ExpertGemmKernel::ring_w16 ? "ring_w16" : "ring_w8";
 }
 
 // ops.moe_gemm(...) (kernels/ops.h) on a CUDA backend with its routed experts on
-// `kernel` (the ring kernels fall back to shipped — the same bits — where the expert
+// `kernel` (the ring kernels fall back to regs — the same bits — where the expert
 // weights are not cp.async-aligned). Throws Error naming the backend when `ops` is not
 // the CUDA one.
 void moe_gemm_with(Ops& ops, ExpertGemmKernel kernel, const BlockWeights& b, const float* x, int rows,

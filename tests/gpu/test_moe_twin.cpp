@@ -421,10 +421,11 @@ TEST_CASE("moe_gemm at Flash shapes, 300 rows: experts over 64 slots and of 1; v
 
 // ---- the staged decode expert kernel (kernels/cuda/moe_decode.cu) ----
 
-// CudaOps::moe's routed experts on `kernel` for the scope, the shipped kernel after.
+// CudaOps::moe's routed experts on `kernel` for the scope, the engine's choice after.
 struct ExpertKernelScope {
+  cuda::ExpertKernel before = cuda::expert_kernel();
   explicit ExpertKernelScope(cuda::ExpertKernel kernel) { cuda::use_expert_kernel(kernel); }
-  ~ExpertKernelScope() { cuda::use_expert_kernel(cuda::ExpertKernel::shipped); }
+  ~ExpertKernelScope() { cuda::use_expert_kernel(before); }
   ExpertKernelScope(const ExpertKernelScope&) = delete;
   ExpertKernelScope& operator=(const ExpertKernelScope&) = delete;
 };
@@ -466,7 +467,10 @@ void check_staged(const MoeShape& s, ExpertRecipe recipe, const std::vector<int3
     };
     const std::string what = case_name("moe ", recipe, a, s, rows) + (x_offset ? " x unaligned" : "");
     for (int n : counts) {
-      const std::vector<float> shipped = run(0, n);
+      const std::vector<float> shipped = [&] {
+        ExpertKernelScope scope(cuda::ExpertKernel::shipped);
+        return run(0, n);
+      }();
       for (const auto& [kernel, name] : kStagedKernels) {
         ExpertKernelScope scope(kernel);
         check_bitwise(what + name + " first " + std::to_string(n) + " rows vs shipped", shipped, run(0, n));
@@ -524,11 +528,11 @@ TEST_CASE("moe staged expert kernel: activations not 16-byte aligned run the shi
   check_staged(kSmall, ExpertRecipe::mxfp4, sel, 106, kRows, 0.0f, 1);
 }
 
-// The ring expert kernels (kernels/cuda/expert_gemm.cuh; cuda::moe_gemm_with until the
-// engine adopts one) compute the shipped kernel's columns: their moe_gemm rows equal
-// moe's bit for bit (so the shipped moe_gemm's), repeated calls too, and the CPU's first
-// rows at check_moe's bounds.
-constexpr cuda::ExpertGemmKernel kRingKernels[] = {cuda::ExpertGemmKernel::ring_w16, cuda::ExpertGemmKernel::ring_w8};
+// Every prefill expert kernel (kernels/cuda/expert_gemm.cuh, through cuda::moe_gemm_with;
+// CudaOps::moe_gemm runs ring_w16) computes the same columns: its moe_gemm rows equal
+// moe's bit for bit, repeated calls too, and the CPU's first rows at check_moe's bounds.
+constexpr cuda::ExpertGemmKernel kRingKernels[] = {cuda::ExpertGemmKernel::regs, cuda::ExpertGemmKernel::ring_w16,
+                                                   cuda::ExpertGemmKernel::ring_w8};
 
 // Small widths: K of 1 to 3 chunks (items shorter than the ring of chunks), hidden 384
 // (the down projection's second item half idle).
