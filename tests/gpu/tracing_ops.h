@@ -114,11 +114,10 @@ class TracingOps final : public OpDecorator<TracingOps> {
               const float*, const int32_t*, int, int, int, int32_t* idx, int stride, int) {
     reci("indexer_topk", idx, static_cast<size_t>(rows) * stride);
   }
-  template <OneOf<OpTag<"sink_attention">, OpTag<"sink_attention_gemm">> O>
-  void record(O, const float*, int rows, int heads, int dim, const float*, const int32_t* idx, int width,
-              const TensorView&, float, float* o) {
+  void record(OpTag<"sink_attention">, const float*, int rows, int heads, int dim, const float*,
+              const int32_t* idx, int width, const TensorView&, float, float* o) {
     reci("attention index", idx, static_cast<size_t>(rows) * width);
-    rec(std::string(O::name), o, static_cast<size_t>(rows) * heads * dim);
+    rec("sink_attention", o, static_cast<size_t>(rows) * heads * dim);
   }
   template <OneOf<OpTag<"route">, OpTag<"route_dev">> O>
   void record(O, const BlockWeights&, const float*, int rows, const int32_t*, int, int, int k,
