@@ -23,6 +23,7 @@
 
 #include "base/cuda_check.h"
 #include "base/scalar_formats.h"
+#include "bench/dev/dev_bench.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/linear.cuh"
 
@@ -39,47 +40,9 @@ struct Shape {
   int groups;       // grouped wo_a (§4.21): group g reads x columns [g*in, (g+1)*in)
 };
 
-// The multiprocessors of the current device (the kernels fill the machine).
-int device_sms() {
-  int device = 0, sms = 0;
-  DSV4_CUDA_CHECK(cudaGetDevice(&device));
-  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
-template <class Launch>
-float time_launches(Launch launch, int reps, cudaStream_t s) {
-  launch();  // warm-up
-  cudaEvent_t t0, t1;
-  DSV4_CUDA_CHECK(cudaEventCreate(&t0));
-  DSV4_CUDA_CHECK(cudaEventCreate(&t1));
-  DSV4_CUDA_CHECK(cudaEventRecord(t0, s));
-  for (int i = 0; i < reps; ++i) launch();
-  DSV4_CUDA_CHECK(cudaEventRecord(t1, s));
-  DSV4_CUDA_CHECK(cudaEventSynchronize(t1));
-  float ms = 0;
-  DSV4_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
-  DSV4_CUDA_CHECK(cudaEventDestroy(t0));
-  DSV4_CUDA_CHECK(cudaEventDestroy(t1));
-  return ms * 1000.0f / reps;
-}
-
-// Relative L2 and max |err| / max |ref| of got against ref (tests/gpu/twin_harness.h diff).
-struct Closeness {
-  double rel_l2 = 0, max_norm = 0;
-  bool ok() const { return rel_l2 <= kTolerance && max_norm <= kTolerance; }
-};
-Closeness closeness(const std::vector<float>& ref, const std::vector<float>& got) {
-  double num = 0, den = 0, max_abs = 0, ref_max = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double e = std::fabs(double(got[i]) - ref[i]);
-    if (!(e <= max_abs)) max_abs = e;  // a NaN fails
-    num += e * e;
-    den += double(ref[i]) * ref[i];
-    ref_max = std::max(ref_max, std::fabs(double(ref[i])));
-  }
-  return {std::sqrt(num / den), max_abs / ref_max};
-}
+using dev::closeness;
+using dev::device_sms;
+using dev::time_launches;
 
 // One shape's device buffers and problem; y [kMaxRows, groups * out].
 struct Problem {
@@ -109,11 +72,11 @@ class Bench {
     const float us = time_launches([&] { launch(a); }, reps_, s_);
     const std::vector<float> got = result(rows);
     std::vector<float> ref(p_.ref.begin(), p_.ref.begin() + got.size());
-    const Closeness c = closeness(ref, got);
+    const dev::Closeness c = closeness(ref, got);
     const double mb = (p_.sh.groups * p_.sh.out * p_.sh.in * (1.0 + 1.0 / 16384)) / 1e6;
     std::printf("%-10s [%6lld, %5lld] x%d rows %d %-9s %8.2f us %6.2f TB/s  cpu rel_l2 %.1e max_norm %.1e %s",
                 p_.sh.name, static_cast<long long>(p_.sh.out), static_cast<long long>(p_.sh.in), p_.sh.groups,
-                rows, variant, us, mb / us, c.rel_l2, c.max_norm, c.ok() ? "ok" : "OVER-TOLERANCE");
+                rows, variant, us, mb / us, c.rel_l2, c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
     if (checks == Checks::rows_shipped) {
       if (shipped_.empty()) shipped_ = got;
       else std::printf(" %s", same(shipped_, got) ? "=shipped" : "DIFFERS-FROM-SHIPPED");
@@ -293,11 +256,4 @@ int run_all(int argc, char** argv) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  try {
-    return run_all(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dsv4-dev-gemv: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return dsv4::dev::guarded_main("dsv4-dev-gemv", argc, argv, run_all); }

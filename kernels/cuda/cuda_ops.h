@@ -19,6 +19,7 @@
 namespace dsv4 {
 
 namespace cuda {
+enum class ExpertGemmKernel : int;  // moe_prefill.h: the routed experts' GEMM kernel of moe_gemm
 struct GemvArgs;
 struct GemmProblem;
 class LtGemm;
@@ -135,6 +136,11 @@ class CudaOps final : public Ops {
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
+  // moe_gemm with its routed experts on `kernel` (moe_gemm: shipped), for the other
+  // kernels' twin test (cuda::moe_gemm_with, moe_prefill.h) until the engine adopts one.
+  void moe_gemm_on(cuda::ExpertGemmKernel kernel, const BlockWeights& b, const float* x, int rows,
+                   const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
+                   float* out);
 
   void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
                     const int32_t* pos, KvQuant variant, float* ring, int slots) override;
@@ -204,8 +210,9 @@ class CudaOps final : public Ops {
   cuda::Fp4W fp4(const Fp4Linear& w);
   const float* rope_table(const RopeTable& t);  // device fc [positions, rd]
   // Device array of the block's experts (cuda::ExpertW [E]), built once per block; sets
-  // *inter to the common expert width I.
-  const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter);
+  // *inter to the common expert width I and *staged_aligned (when given) to whether every
+  // projection fits the staged expert kernels (cuda::staged_aligned, moe_experts.cuh).
+  const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter, bool* staged_aligned = nullptr);
   // Device copy of a hash layer's tid2eid [V, k], checked once against [0, n_experts);
   // keyed by the block's gate weight (the table's own vector has no storage identity).
   const int32_t* hash_table(const BlockWeights& b, int n_experts, int k);
@@ -251,7 +258,7 @@ class CudaOps final : public Ops {
   struct Resident { void* ptr; size_t nbytes; };
   std::map<Key, Resident> weights_;
   std::map<uint64_t, Resident> ropes_;  // keyed by RopeTable::id
-  struct ExpertTable { Resident table; int inter; };
+  struct ExpertTable { Resident table; int inter; bool staged_aligned; };
   std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
   std::map<Key, Resident> hash_tables_;  // keyed by the gate weight's bytes
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/expert_mma.cuh"
 #include "kernels/cuda/linear.cuh"
+#include "kernels/cuda/moe_experts.cuh"
 #include "kernels/cuda/quant.cuh"
 #include "kernels/cuda/swiglu.cuh"
 #include "base/error.h"
@@ -22,9 +23,8 @@ namespace dsv4 {
 
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = cuda::kExpertThreads;
 constexpr int kWarps = kThreads / cuda::kWarp;
-static_assert(kWarps == cuda::kKWarps, "warp w holds the K partial of chunks w, w + 8, ...");
 constexpr int kFp8Block = 128;  // §4.9 activation block
 constexpr int kMaxK = 16;       // experts per token
 constexpr int kMoeChunk = 256;  // rows per pass, bounds the scratch
@@ -32,11 +32,12 @@ constexpr int kCols = cuda::kMmaCols;       // slots per tile
 constexpr int kTileRows = cuda::kMmaRows;   // weight rows per block
 constexpr int kChunk = cuda::kKChunk;
 constexpr int kAhead = 2;       // chunks per warp loaded before the first is used
+using cuda::MmaArgs;
+using cuda::Tiles;
+using cuda::max_tiles;
 constexpr int kSharedLine = 1;  // the shared expert's line (Ops::on_line), beside the routed ones
 
 using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh)
-using cuda::a_fragments;
-using cuda::mma_m16n8k16_bf16;
 
 // §4.9 as values, one warp per (row, 128-block): y [rows, K] = e4m3(x / s) * s (may alias
 // x). The scale s is a power of two (pow2ceil), so q * s is exact and the expert kernel
@@ -52,22 +53,6 @@ __global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, flo
 #pragma unroll
     for (int i = 0; i < 4; ++i) y[off + i * cuda::kWarp + threadIdx.x % cuda::kWarp] *= s;
   }
-}
-
-// The call's work list: tile i is the expert w[i] applied to the slots slot[i*kCols ..]
-// (ascending, -1 past the expert's last), count tiles in all; an expert's slots fill
-// ceil(n / 8) tiles. The tile holds its expert's weights itself, so the expert kernel
-// reaches them in one dependent load, not two.
-struct Tiles {
-  cuda::ExpertW* w;  // [max_tiles]
-  int32_t* count;    // [1]
-  int32_t* slot;     // [max_tiles * kCols]
-};
-
-// The most tiles `slots` slots of n_experts experts can need: sum_e ceil(c_e / 8) <=
-// (slots + 7 * distinct) / 8, and never more than one per slot.
-int64_t max_tiles(int64_t slots, int64_t n_experts) {
-  return std::min(slots, (slots + 7 * std::min(slots, n_experts) + kCols - 1) / kCols);
 }
 
 // One block: experts in ascending id, each one's slots in ascending order (a fixed order;
@@ -110,27 +95,6 @@ __global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* se
   }
 }
 
-// x[0 .. 8) (16-byte aligned: two float4 loads; else scalar loads, same values).
-__device__ inline void load8(const float* x, float (&v)[8]) {
-  if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    const float4 p = *reinterpret_cast<const float4*>(x), q = *reinterpret_cast<const float4*>(x + 4);
-    v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w, v[4] = q.x, v[5] = q.y, v[6] = q.z, v[7] = q.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) v[i] = x[i];
-  }
-}
-
-struct MmaArgs {
-  Tiles tiles;
-  const float* act;  // slot s's activation row: act + (s / act_div) * K
-  int act_div;       // k (up: the slot's token row) or 1 (down: the slot's own h)
-  int64_t m, k;      // weight rows (outputs) and columns
-  float* out;        // [slots, m]: h (up) or the expert's output (down)
-  const float* wt;   // up: routing weight [slots]
-  float limit;       // up: SwiGLU clamp, <= 0 off (D16)
-};
-
 // p_j[s, m0 + i] = sum_k W_j(m0 + i, k) a_s(k) for the 16 rows m0 + i and the <= 8 slots
 // of `tile`; out = swiglu(p_1, p_3) (up) or p_2 (down). Lane (g, t) = (lane / 4, lane % 4) owns weight rows m0 + g and
 // m0 + g + 8 and slot column g; in chunk c it takes the 32-element run at k0 = 128c + 32t
@@ -143,21 +107,8 @@ template <int NW, int P>
 __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, float (&part)[kWarps][NW][4][cuda::kWarp]) {
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int g = lane / 4, t = lane % 4;
-  const int32_t* slots = a.tiles.slot + int64_t{tile} * kCols;
-  cuda::Fp4W w[NW];
-  cuda::projections<NW>(a.tiles.w[tile], w);
-  const int32_t col = slots[g];
-  const float* x = col >= 0 ? a.act + (col / a.act_div) * a.k : nullptr;  // null: zero column
+  cuda::TileItem<NW, cuda::XLoads::checked> it(a, tile);
   const int64_t chunks = a.k / kChunk;
-  int gs[NW];  // log2 of the scale group, 16 (NVFP4) or 32 (MXFP4): a run holds two or one
-#pragma unroll
-  for (int j = 0; j < NW; ++j) gs[j] = __ffs(w[j].group) - 1;
-  float acc[NW][4];
-#pragma unroll
-  for (int j = 0; j < NW; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[j][i] = 0.0f;
-
 #pragma unroll 1
   for (int64_t c = warp; c < chunks; c += int64_t{kWarps} * kAhead) {
     uint32_t raw[kAhead][NW][2][4];  // [chunk][projection][row g, g + 8][word]
@@ -169,74 +120,23 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
 #pragma unroll
         for (int j = 0; j < NW; ++j)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) cuda::load_run(w[j], gs[j], m0 + g + 8 * h, k0, raw[u][j][h], sc[u][j][h]);
+          for (int h = 0; h < 2; ++h) cuda::load_run(it.w[j], it.gs[j], m0 + g + 8 * h, k0, raw[u][j][h], sc[u][j][h]);
     }
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
       if (c + u * kWarps >= chunks) break;
       const int64_t k0 = (c + u * kWarps) * kChunk + 32 * t;
-      __nv_bfloat162 s[NW][2][2];
-#pragma unroll
-      for (int j = 0; j < NW; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) cuda::scale_pairs(w[j], sc[u][j][h], s[j][h]);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        float xv[8] = {};
-        if (x) load8(x + k0 + 8 * q, xv);
-        uint32_t b[2][2][P];  // [step 2q + st][register][plane]
-#pragma unroll
-        for (int st = 0; st < 2; ++st)
-#pragma unroll
-          for (int i = 0; i < 2; ++i) cuda::bf16x2_planes<P>(xv[2 * st + i], xv[2 * st + i + 4], b[st][i]);
-#pragma unroll
-        for (int j = 0; j < NW; ++j) {
-          uint32_t frag[2][4];
-          a_fragments(raw[u][j][0][q], raw[u][j][1][q], s[j][0][q / 2], s[j][1][q / 2], frag);
-#pragma unroll
-          for (int st = 0; st < 2; ++st)
-#pragma unroll
-            for (int p = 0; p < P; ++p) mma_m16n8k16_bf16(acc[j], frag[st], b[st][0][p], b[st][1][p]);
-        }
-      }
+      cuda::chunk_product<NW, P, cuda::XLoads::checked>(it.w, raw[u], sc[u], it.x ? it.x + k0 : nullptr, it.acc);
     }
   }
-#pragma unroll
-  for (int j = 0; j < NW; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) part[warp][j][i][lane] = acc[j][i];
-  __syncthreads();
-  // Thread (j, i, l): accumulator i of lane l, i.e. row l / 4 (+ 8 for i >= 2), column
-  // 2 (l % 4) + i % 2 of the mma's D fragment. Up: h = swiglu(g, u) at once (§4.23).
-  if (threadIdx.x < 4 * cuda::kWarp) {
-    const int i = threadIdx.x / cuda::kWarp, l = threadIdx.x % cuda::kWarp;
-    const int32_t slot = slots[2 * (l % 4) + i % 2];
-    if (slot >= 0) {
-      float v[NW];
-#pragma unroll
-      for (int j = 0; j < NW; ++j) {
-        v[j] = part[0][j][i][l];
-        for (int p = 1; p < kWarps; ++p) v[j] += part[p][j][i][l];
-        v[j] *= w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
-      }
-      const int64_t at = slot * a.m + m0 + l / 4 + 8 * (i / 2);
-      if constexpr (NW == 2)
-        a.out[at] = swiglu(v[0], v[1], a.wt[slot], a.limit);
-      else
-        a.out[at] = v[0];
-    }
-  }
+  cuda::tile_epilogue<NW>(a, it.slots, it.w, m0, it.acc, part);
 }
-
-// Resident blocks per SM asked of the compiler: <= 128 registers (NW = 2) / <= 85 (NW = 1).
-template <int NW>
-constexpr int kMinBlocks = NW == 2 ? 2 : 3;
 
 // Work item i = (tile i / (m / 16), rows 16 (i % (m / 16)) ..): a fixed grid of resident
 // blocks walks the items of the tiles that exist (count is known on the device only), so
 // a call launches no empty blocks. Which block takes an item changes nothing in it.
 template <int NW, int P>
-__global__ void __launch_bounds__(kThreads, kMinBlocks<NW>) expert_mma_kernel(MmaArgs a) {
+__global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW>) expert_mma_kernel(MmaArgs a) {
   __shared__ float part[kWarps][NW][4][cuda::kWarp];
   const int64_t m_tiles = a.m / kTileRows;
   const int64_t items = *a.tiles.count * m_tiles;
@@ -250,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks<NW>) expert_mma_kernel(Mm
 // Blocks of expert_mma_kernel<NW, P> that fit on the device at once (its occupancy, a
 // property of the compiled kernel, times the SMs), and the launch of `items_max` items.
 template <int NW, int P>
-void launch_expert_mma(const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
+void launch_mma(const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
   static const int per_sm = [] {
     int n = 0;
     DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_mma_kernel<NW, P>, kThreads, 0));
@@ -324,6 +224,20 @@ void combine_experts(const float* y, const float* sh, const int32_t* sel, int64_
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
+void launch_expert_mma(int nw, int planes, const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
+  if (nw == 2)
+    planes == 1 ? launch_mma<2, 1>(a, items_max, device, stream) : launch_mma<2, 3>(a, items_max, device, stream);
+  else
+    planes == 1 ? launch_mma<1, 1>(a, items_max, device, stream) : launch_mma<1, 3>(a, items_max, device, stream);
+}
+
+void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
+                 cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(slots + n_experts) * sizeof(int32_t);
+  group_slots_kernel<<<1, kThreads, smem, stream>>>(sel, slots, experts, n_experts, t);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
 void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Numerics& num) {
   if (k <= 0 || k > kMaxK) throw Error(cat("moe: layer ", b.layer_id, " experts per token ", k));
   if (hidden % kChunk != 0 || inter % kChunk != 0)  // whole chunks (the expert kernels, §4.9 blocks)
@@ -338,7 +252,7 @@ void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Nu
 
 }  // namespace cuda
 
-const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter) {
+const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter, bool* staged_aligned) {
   if (b.experts.empty()) throw Error(cat("moe: layer ", b.layer_id, " has no routed experts"));
   const TensorView& w1 = b.experts.front().w1.weight;
   const Key key{w1.storage, w1.data};
@@ -346,6 +260,7 @@ const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, in
   if (it == experts_.end()) {
     const int64_t width = b.experts.front().w1.rows;
     std::vector<cuda::ExpertW> host(b.experts.size());
+    bool aligned = true;
     for (size_t id = 0; id < b.experts.size(); ++id) {
       const ExpertWeights& e = b.experts[id];
       if (!(e.w1.rows == width && e.w1.cols == hidden && e.w3.rows == width && e.w3.cols == hidden &&
@@ -353,12 +268,14 @@ const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, in
         throw Error(cat("moe: expert ", id, " (", e.w1.weight.name, ") projections disagree with [",
                         width, ", ", hidden, "] / [", hidden, ", ", width, "]"));
       host[id] = cuda::ExpertW{fp4(e.w1), fp4(e.w3), fp4(e.w2)};
+      for (const cuda::Fp4W& w : {host[id].w1, host[id].w3, host[id].w2}) aligned = aligned && cuda::staged_aligned(w);
     }
     const size_t bytes = host.size() * sizeof(cuda::ExpertW);
     void* p = device_copy(host.data(), bytes);
-    it = experts_.emplace(key, ExpertTable{Resident{p, bytes}, static_cast<int>(width)}).first;
+    it = experts_.emplace(key, ExpertTable{Resident{p, bytes}, static_cast<int>(width), aligned}).first;
   }
   *inter = it->second.inter;
+  if (staged_aligned) *staged_aligned = it->second.staged_aligned;
   return static_cast<const cuda::ExpertW*>(it->second.table.ptr);
 }
 
@@ -368,7 +285,8 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
   const int shared_inter = static_cast<int>(b.shared_w1.out());
   const bool native = num.expert_arm == ExpertArm::native;
   int inter = 0;
-  const cuda::ExpertW* experts = expert_table(b, hidden, &inter);
+  bool aligned = false;
+  const cuda::ExpertW* experts = expert_table(b, hidden, &inter, &aligned);
   const int n_experts = static_cast<int>(b.experts.size());
   cuda::check_experts(b, k, hidden, inter, num);
   const cuda::Fp8W sw1 = fp8(b.shared_w1), sw3 = fp8(b.shared_w3), sw2 = fp8(b.shared_w2);
@@ -417,22 +335,20 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
     cuda::shared_swiglu(sg, su, n_rows, shared_inter, swiglu_limit, sh_h, stream_);
     gemv_rows(sw2, sh_h, Is, act, sh, H, static_cast<int>(n_rows));
     on_line(0);
-    group_slots_kernel<<<1, kThreads, group_smem, stream_>>>(sel + row0 * k, static_cast<int>(slots), experts,
-                                                             n_experts, tiles);
-    DSV4_CUDA_LAUNCH_CHECK();
+    cuda::group_slots(sel + row0 * k, static_cast<int>(slots), experts, n_experts, tiles, stream_);
     if (native) cuda::act_quant128_rows(xc, n_rows, H, xq, stream_);
     const int64_t tiles_max = max_tiles(slots, n_experts);
     const MmaArgs up{tiles, native ? xq : xc, k, I, H, h, wt + row0 * k, swiglu_limit};
-    if (exact)
-      launch_expert_mma<2, 1>(up, tiles_max * (I / kTileRows), device_, stream_);
-    else
-      launch_expert_mma<2, 3>(up, tiles_max * (I / kTileRows), device_, stream_);
+    // The staged kernels copy 16-byte runs: any other alignment runs the shipped kernel
+    // (the same bits). The scratch parts (xq, h) are 16-byte aligned, x's rows are whole
+    // 128-float chunks apart.
+    const bool staged_ok = aligned && reinterpret_cast<uintptr_t>(up.act) % 16 == 0;
+    const cuda::ExpertKernel kernel = staged_ok ? cuda::expert_kernel() : cuda::ExpertKernel::shipped;
+    const int planes = exact ? 1 : 3;
+    cuda::launch_expert_kernel(kernel, 2, planes, up, tiles_max * (I / kTileRows), device_, stream_);
     if (native) cuda::act_quant128_rows(h, slots, I, h, stream_);  // re-quantized after the weight (§4.23)
     const MmaArgs down{tiles, h, 1, H, I, ye, nullptr, 0.0f};
-    if (exact)
-      launch_expert_mma<1, 1>(down, tiles_max * (H / kTileRows), device_, stream_);
-    else
-      launch_expert_mma<1, 3>(down, tiles_max * (H / kTileRows), device_, stream_);
+    cuda::launch_expert_kernel(kernel, 1, planes, down, tiles_max * (H / kTileRows), device_, stream_);
     join_lines();  // the shared expert's sh
     cuda::combine_experts(ye, sh, sel + row0 * k, n_rows, k, hidden, n_experts, out + row0 * H, stream_);
   }

@@ -1,30 +1,21 @@
 // CUDA vs CPU: sparse sink attention (MODEL.md §4.20 with D12), -1 pads, row independence.
-#include "tests/gpu/twin_harness.h"
+#include "tests/gpu/attention_case.h"
 
 namespace dsv4::twin {
 
 namespace {
-
-struct AttentionCase {
-  int rows, heads, dim, n_kv, width;
-  std::vector<int32_t> idx;  // [rows, width]
-  std::vector<float> sink;   // [heads]
-  float q_sd;
-};
 
 // One CPU and one CUDA call over all rows, within `bound` (rel L2 and max-normalized); then
 // every row alone on CUDA, bit-identical to its row of the multi-row call (R-I3), and the
 // rows padded with 37 more -1 entries, bit-identical too (law 3).
 void check_case(const std::string& what, const AttentionCase& c, uint64_t seed, double bound) {
   Backends b;
-  Rng rng(seed);
-  Store store;
-  const TensorView sink = store.f32("attn_sink", {c.heads}, c.sink);
-  const size_t row_q = static_cast<size_t>(c.heads) * c.dim;
-  PairF q = put(b, rng.normals(c.rows * row_q, c.q_sd));
-  PairF kv = put(b, rng.normals(static_cast<size_t>(c.n_kv) * c.dim));
-  PairI ix = put_i32(b, c.idx);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  AttentionInputs in(b, c, seed);
+  const TensorView& sink = in.sink;
+  const size_t row_q = in.row_q;
+  const PairF &q = in.q, &kv = in.kv;
+  const PairI& ix = in.idx;
+  const float scale = in.scale;
   PairF o = zeros(b, q.n);
   for (int s : {kCpu, kGpu})
     b.at(s).sink_attention(q[s], c.rows, c.heads, c.dim, kv[s], ix[s], c.width, sink, scale, o[s]);
@@ -35,11 +26,7 @@ void check_case(const std::string& what, const AttentionCase& c, uint64_t seed, 
                           sink, scale, one[kGpu] + t * row_q);
   check_bitwise(what + ": rows vs single rows", get(b, o, kGpu), get(b, one, kGpu));
   const int wide = c.width + 37;
-  std::vector<int32_t> padded(static_cast<size_t>(c.rows) * wide, -1);
-  for (int t = 0; t < c.rows; ++t)
-    std::copy_n(c.idx.begin() + static_cast<size_t>(t) * c.width, c.width,
-                padded.begin() + static_cast<size_t>(t) * wide);
-  PairI ix_wide = put_i32(b, padded);
+  PairI ix_wide = put_i32(b, padded_index(c, wide));
   PairF o_wide = zeros(b, q.n);
   b.gpu->sink_attention(q[kGpu], c.rows, c.heads, c.dim, kv[kGpu], ix_wide[kGpu], wide, sink, scale,
                         o_wide[kGpu]);

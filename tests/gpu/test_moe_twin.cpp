@@ -1,9 +1,14 @@
 // CUDA vs CPU: router (§4.22) and MoE experts in both arms (§4.23-§4.24, D4), plus the
 // per-row independence of the MoE (SPECDECODE.md §6.3).
 #include <algorithm>
+#include <array>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/expert_kernel.h"
+#include "kernels/cuda/moe_prefill.h"
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
@@ -349,7 +354,7 @@ TEST_CASE("moe_gemm twin at Flash shapes: 24 rows over 128 of the 256 experts, b
 // bits; its first `cpu_rows` rows are checked against the CPU reference (row by row
 // independent there) at check_moe's bounds.
 void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host,
-                       uint64_t seed, int cpu_rows) {
+                       uint64_t seed, int cpu_rows, std::optional<cuda::ExpertGemmKernel> kernel = {}) {
   const int rows = static_cast<int>(sel_host.size()) / kK;
   Backends b;
   Rng rng(seed);
@@ -361,13 +366,22 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
   PairI sel = put_i32(b, sel_host);
   PairF wt = put(b, wt_host);
   const size_t n = static_cast<size_t>(rows) * s.hidden;
+  // The engine's moe_gemm, or moe_gemm on another expert kernel (moe_prefill.h).
+  auto gemm = [&](const Numerics& num, float limit, float* o) {
+    if (kernel)
+      cuda::moe_gemm_with(*b.gpu, *kernel, blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
+    else
+      b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
+  };
   for (const auto& [a, num] : arms_for(0.0f)) {
-    const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows);
+    const std::string op =
+        kernel ? std::string("moe_gemm on ") + cuda::expert_gemm_kernel_name(*kernel) + " vs moe " : "moe_gemm vs moe ";
+    const std::string what = case_name(op.c_str(), recipe, a, s, rows);
     PairF out = zeros(b, n), again = zeros(b, n);
-    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
+    gemm(num, a.limit, out[kGpu]);
     const std::vector<float> got = get(b, out, kGpu);
     check_bitwise(what, gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num), got);
-    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, again[kGpu]);
+    gemm(num, a.limit, again[kGpu]);
     check_bitwise(what + " repeated call", got, get(b, again, kGpu));
     PairF ref = zeros(b, static_cast<size_t>(cpu_rows) * s.hidden);
     b.cpu->moe_gemm(blk.w, x[kCpu], cpu_rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
@@ -403,6 +417,162 @@ TEST_CASE("moe_gemm at Flash shapes, 300 rows: experts over 64 slots and of 1; v
   }
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 99 : 100, 4);
+}
+
+// ---- the staged decode expert kernel (kernels/cuda/moe_decode.cu) ----
+
+// CudaOps::moe's routed experts on `kernel` for the scope, the engine's choice after.
+struct ExpertKernelScope {
+  cuda::ExpertKernel before = cuda::expert_kernel();
+  explicit ExpertKernelScope(cuda::ExpertKernel kernel) { cuda::use_expert_kernel(kernel); }
+  ~ExpertKernelScope() { cuda::use_expert_kernel(before); }
+  ExpertKernelScope(const ExpertKernelScope&) = delete;
+  ExpertKernelScope& operator=(const ExpertKernelScope&) = delete;
+};
+
+const std::pair<cuda::ExpertKernel, const char*> kStagedKernels[] = {
+    {cuda::ExpertKernel::staged3, " staged S3"},
+    {cuda::ExpertKernel::staged4, " staged S4"},
+    {cuda::ExpertKernel::staged4_placed, " staged S4 placed"}};
+
+// The staged kernels feed the shipped kernel's products in its K order and combine the
+// same partials, so every arm's output is the shipped kernel's bit for bit: on the first n
+// rows for n in 1, 2, 4, 6, 8 (<= rows) and all rows; the staged rows equal the same rows
+// alone (SPECDECODE.md §6.3); the first cpu_rows rows against the CPU reference at
+// check_moe's bounds. x starts x_offset floats into its buffer: 1 leaves every row
+// unaligned, which the staged choice must answer with the shipped kernel (the same bits,
+// no misaligned copy). scale_2 > 0 as in check_moe.
+void check_staged(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host, uint64_t seed,
+                  int cpu_rows, float scale_2 = 0.0f, int x_offset = 0) {
+  const int rows = static_cast<int>(sel_host.size()) / kK;
+  Backends b;
+  Rng rng(seed);
+  Block blk(rng, recipe, false, s);
+  blk.set_scale_2(scale_2);
+  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden + x_offset, 2.0f));
+  std::vector<float> wt_host(sel_host.size());
+  for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
+  PairI sel = put_i32(b, sel_host);
+  PairF wt = put(b, wt_host);
+  std::vector<int> counts;
+  for (int n : {1, 2, 4, 6, 8, rows})
+    if (n <= rows && std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
+  for (const auto& [a, num] : arms_for(scale_2)) {
+    // The MoE of rows [first, first + n) on the GPU.
+    auto run = [&, &a = a, &num = num](int first, int n) {
+      PairF out = zeros(b, static_cast<size_t>(n) * s.hidden);
+      b.gpu->moe(blk.w, x[kGpu] + x_offset + static_cast<size_t>(first) * s.hidden, n, sel[kGpu] + first * kK,
+                 wt[kGpu] + first * kK, kK, a.limit, num, out[kGpu]);
+      return get(b, out, kGpu);
+    };
+    const std::string what = case_name("moe ", recipe, a, s, rows) + (x_offset ? " x unaligned" : "");
+    for (int n : counts) {
+      const std::vector<float> shipped = [&] {
+        ExpertKernelScope scope(cuda::ExpertKernel::shipped);
+        return run(0, n);
+      }();
+      for (const auto& [kernel, name] : kStagedKernels) {
+        ExpertKernelScope scope(kernel);
+        check_bitwise(what + name + " first " + std::to_string(n) + " rows vs shipped", shipped, run(0, n));
+      }
+    }
+    ExpertKernelScope scope(cuda::ExpertKernel::staged4);
+    const std::vector<float> all = run(0, rows);
+    std::vector<float> singles;
+    for (int t = 0; t < rows; ++t) {
+      const std::vector<float> one = run(t, 1);
+      singles.insert(singles.end(), one.begin(), one.end());
+    }
+    check_bitwise(what + " staged S4 rows vs single rows", all, singles);
+    PairF ref = zeros(b, static_cast<size_t>(cpu_rows) * s.hidden);
+    b.cpu->moe(blk.w, x[kCpu] + x_offset, cpu_rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
+    check_close(what + " staged S4 vs cpu, first " + std::to_string(cpu_rows) + " rows", get(b, ref, kCpu),
+                std::vector<float>(all.begin(), all.begin() + ref.n), a.rel_l2, a.max_norm);
+  }
+}
+
+// Flash shapes (hidden 4096, inter 2048: 4 / 2 chunks a warp per item), 8 rows: rows 0-3
+// share experts 3, 10 and 99 in other slots, rows 4-7 pick distinct ones, row 7 row 6's
+// in reverse; the shared experts' tiles have 2-4 columns, the others one (7 zero columns).
+TEST_CASE("moe staged expert kernel at Flash shapes: the shipped kernel's bits at 1-8 rows, both recipes, every arm") {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < 8; ++t)
+    for (int j = 0; j < kK; ++j) {
+      const int own = (t * 29 + j * 41 + 17) % 256;
+      sel.push_back(t < 4 && j < 3 ? std::array<int32_t, 3>{3, 10, 99}[(t + j) % 3] : own);
+    }
+  std::reverse_copy(sel.begin() + 6 * kK, sel.begin() + 7 * kK, sel.begin() + 7 * kK);
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_staged(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 101 : 102, 2);
+}
+
+// Small widths: K of 2 chunks (up) and 1 (down), fewer than the 8 warps, so most warps of
+// a block copy and multiply nothing; 20 rows sharing experts 0 and 9 fill tiles of 8
+// columns (and one of 4); an NVFP4 weight_scale_2 that is no power of two (native arm).
+TEST_CASE("moe staged expert kernel at small widths and 20 rows: the shipped kernel's bits") {
+  constexpr int kMany = 20;
+  std::vector<int32_t> sel;
+  for (int t = 0; t < kMany; ++t) {
+    const int32_t own[kK] = {9, (t % 7) + 1, 0, (t % 5) + 10, 8, 15};
+    sel.insert(sel.end(), own, own + kK);
+  }
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_staged(kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 103 : 104, kMany);
+  check_staged(kSmall, ExpertRecipe::nvfp4, sel, 105, kMany, 0.0123f);
+}
+
+TEST_CASE("moe staged expert kernel: activations not 16-byte aligned run the shipped kernel (same bits)") {
+  std::vector<int32_t> sel(kRows * kK);
+  for (int t = 0; t < kRows; ++t)
+    for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;
+  check_staged(kSmall, ExpertRecipe::mxfp4, sel, 106, kRows, 0.0f, 1);
+}
+
+// Every prefill expert kernel (kernels/cuda/expert_gemm.cuh, through cuda::moe_gemm_with;
+// CudaOps::moe_gemm runs ring_w16) computes the same columns: its moe_gemm rows equal
+// moe's bit for bit, repeated calls too, and the CPU's first rows at check_moe's bounds.
+constexpr cuda::ExpertGemmKernel kRingKernels[] = {cuda::ExpertGemmKernel::regs, cuda::ExpertGemmKernel::ring_w16,
+                                                   cuda::ExpertGemmKernel::ring_w8};
+
+// Small widths: K of 1 to 3 chunks (items shorter than the ring of chunks), hidden 384
+// (the down projection's second item half idle).
+TEST_CASE("moe_gemm on the ring expert kernels equals moe bit for bit: 37 rows at small widths") {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < 37; ++t)
+    for (int j = 0; j < kK; ++j) sel.push_back((t * 7 + j * 5) % kExperts);  // distinct: 5 is odd to 16
+  for (const MoeShape& s : {kSmall, MoeShape{384, 256, kExperts, kExperts}})
+    for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+      for (cuda::ExpertGemmKernel kernel : kRingKernels)
+        check_gemm_vs_moe(s, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 101 : 102, 37, kernel);
+}
+
+// A 1024-row chunk at Flash shapes, as the prefill benchmark's: expert 3 in every row
+// (16 full tiles), expert 250 in rows 0-64 (a full tile and one of a single slot), the
+// other slots uniform over the rest (tiles of ~24 slots). The CPU checks rows 0-1.
+TEST_CASE("moe_gemm on the ring expert kernels at Flash shapes, 1024 rows: vs moe bitwise, vs cpu") {
+  constexpr int kChunkRows = 1024;
+  Rng pick(103);
+  std::vector<int32_t> sel, pool;
+  for (int e = 0; e < 256; ++e)
+    if (e != 3 && e != 250) pool.push_back(e);
+  for (int t = 0; t < kChunkRows; ++t) {
+    std::shuffle(pool.begin(), pool.end(), pick.gen);
+    sel.push_back(3);
+    for (int j = 1; j < kK; ++j) sel.push_back(j == 1 && t < 65 ? 250 : pool[j]);
+  }
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    for (cuda::ExpertGemmKernel kernel : kRingKernels)
+      check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 104 : 105, 2, kernel);
+}
+
+TEST_CASE("moe_gemm_with refuses a backend other than cuda, by name") {
+  Backends b;
+  Rng rng(106);
+  Block blk(rng, ExpertRecipe::nvfp4, false);
+  PairF x = put(b, rng.normals(kHidden, 1.0f));
+  CHECK_THROWS_WITH_AS(cuda::moe_gemm_with(*b.cpu, cuda::ExpertGemmKernel::ring_w16, blk.w, x[kCpu], 1, nullptr, nullptr,
+                                           kK, 0.0f, Numerics{}, x[kCpu]),
+                       doctest::Contains("needs the cuda backend, got cpu"), Error);
 }
 
 }  // namespace dsv4::twin

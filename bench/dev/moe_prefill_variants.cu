@@ -1,0 +1,332 @@
+// dsv4-dev-moe-prefill: the prefill MoE's routed-expert GEMM (kernels/cuda/expert_gemm.cuh)
+// in variants (llm.c dev/cuda style) at the Flash shapes (256 experts, top 6, hidden 4096,
+// moe_intermediate 2048, NVFP4 by default), 1024 and 2048 rows, experts picked uniformly
+// or skewed (a few experts take most slots: tiles of 64 full, many tiles per expert).
+// regs: expert_gemm_kernel (the first kernel; CudaOps::moe_gemm's fallback); ring_w16 (what CudaOps::moe_gemm runs) / ring_w8:
+// expert_gemm_ring_kernel with 16 warps of one 16-row set / 8 warps of two, weights and
+// activations staged 3 chunks ahead (P = 1; 1 at P = 3) by cp.async — the same arithmetic
+// (each column's products in the same K order), so each must equal regs bit for bit. Both are checked against a double-precision
+// host reference on sampled (slot, row) outputs (the up projection's SwiGLU of w1 / w3
+// and the down projection, from the same staged inputs), tolerance 1e-5 (rel_l2 and
+// max_norm): exact products, only the f32 summation order differs (tests/gpu/
+// test_moe_twin.cpp's bound for the f32 arm, where no activation rounding follows).
+// Planes: P = 1 (the default numerics, native: e4m3 activations, which bf16 holds
+// exactly — the benchmark's arm) and P = 3 (bf16 arm with f32 activations).
+// Time: one launch of the projection's kernel (event-timed mean over reps), TFLOP/s of
+// the slots' useful products (2 x slots x rows x K per projection) and GB/s of the used
+// experts' weights read once (FP4 codes and scales: the bytes a perfect kernel reads).
+// Success: every line says "ok" and (ring_*) "=regs"; the exit status is 1 otherwise.
+// usage: dsv4-dev-moe-prefill [reps] [mxfp4]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/cuda_check.h"
+#include "base/scalar_formats.h"
+#include "bench/dev/dev_bench.h"
+#include "kernels/cuda/expert_gemm.cuh"
+
+namespace {
+
+using namespace dsv4;
+using namespace dsv4::cuda::prefill_moe;
+using cuda::ExpertGemmKernel;
+using cuda::ExpertW;
+using dev::closeness;
+using dev::device_sms;
+using cuda::Fp4W;
+
+constexpr int kExperts = 256, kTop = 6, kHidden = 4096, kInter = 2048;
+constexpr double kTolerance = 1e-5;
+constexpr int kSampleSlots = 24, kSampleRows = 48;  // host reference outputs per projection
+constexpr float kLimit = 10.0f;                     // SwiGLU clamp (D16)
+constexpr ExpertGemmKernel kKernels[] = {ExpertGemmKernel::regs, ExpertGemmKernel::ring_w16, ExpertGemmKernel::ring_w8};
+
+// Device bytes from a hash of (seed, index): the FP4 codes uniform; scale codes `lo` + h % span.
+__global__ void fill_bytes_kernel(uint8_t* p, int64_t n, uint32_t seed, int lo, int span) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed ^ static_cast<uint32_t>(i >> 32) * 0x85EBCA77u;
+    h ^= h >> 15;
+    h *= 0x2C1B3C6Du;
+    h ^= h >> 12;
+    p[i] = static_cast<uint8_t>(span == 0 ? h : lo + static_cast<int>(h % static_cast<uint32_t>(span)));
+  }
+}
+
+void fill_bytes(uint8_t* p, int64_t n, uint32_t seed, int lo = 0, int span = 0) {
+  fill_bytes_kernel<<<1024, 256>>>(p, n, seed, lo, span);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+template <class T>
+T* device_alloc(size_t n) {
+  void* p = nullptr;
+  DSV4_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+  return static_cast<T*>(p);
+}
+template <class T>
+std::vector<T> download(const T* d, size_t n) {
+  std::vector<T> h(n);
+  DSV4_CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+template <class T>
+T* upload(const std::vector<T>& h) {
+  T* d = device_alloc<T>(h.size());
+  DSV4_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+// The 256 experts' projections in one allocation each for codes and scales.
+struct Experts {
+  bool nv = true;
+  std::vector<ExpertW> host;  // device pointers
+  ExpertW* table = nullptr;
+  int group() const { return nv ? 16 : 32; }
+  static int64_t bytes(const Fp4W& w, int64_t rows) { return rows * (w.cols / 2) + rows * w.cols / w.group; }
+};
+
+Experts make_experts(bool nv) {
+  Experts e;
+  e.nv = nv;
+  const int group = e.group();
+  const int64_t per = int64_t{kInter} * kHidden;  // elements of each projection
+  auto* packed = device_alloc<uint8_t>(static_cast<size_t>(kExperts) * 3 * per / 2);
+  auto* scales = device_alloc<uint8_t>(static_cast<size_t>(kExperts) * 3 * per / group);
+  fill_bytes(packed, int64_t{kExperts} * 3 * per / 2, 11);
+  // Scales: e4m3 codes 0x28..0x47 (2^-2 .. 2^1.9) / e8m0 codes 124..131 (2^-3 .. 2^4).
+  fill_bytes(scales, int64_t{kExperts} * 3 * per / group, 12, nv ? 0x28 : 124, nv ? 32 : 8);
+  for (int id = 0; id < kExperts; ++id) {
+    Fp4W w[3];
+    for (int j = 0; j < 3; ++j) {
+      const int64_t at = int64_t{id} * 3 + j;
+      w[j].packed = packed + at * per / 2;
+      w[j].scales = scales + at * per / group;
+      w[j].scale_2 = nv ? 0.0123f : 1.0f;  // NVFP4 weight_scale_2 (native arm: any f32)
+      w[j].cols = j < 2 ? kHidden : kInter;
+      w[j].group = group;
+      w[j].nv = nv;
+    }
+    e.host.push_back(ExpertW{w[0], w[1], w[2]});
+  }
+  e.table = upload(e.host);
+  return e;
+}
+
+// Row `r` of projection w dequantized (double: e2m1 x block scale x scale_2, exact).
+std::vector<double> weight_row(const Fp4W& w, int64_t r) {
+  const std::vector<uint8_t> codes = download(w.packed + r * (w.cols / 2), static_cast<size_t>(w.cols / 2));
+  const std::vector<uint8_t> sc = download(w.scales + r * w.cols / w.group, static_cast<size_t>(w.cols / w.group));
+  std::vector<double> out(static_cast<size_t>(w.cols));
+  for (int64_t c = 0; c < w.cols; ++c) {
+    const uint8_t code = sc[static_cast<size_t>(c / w.group)];
+    const double s = w.nv ? e4m3_to_f32(code) : e8m0_to_f32(code);
+    out[static_cast<size_t>(c)] = double(e2m1_to_f32(fp4_nibble(codes.data(), c))) * s * w.scale_2;
+  }
+  return out;
+}
+
+double dot(const std::vector<double>& w, const float* x) {
+  double s = 0;
+  for (size_t i = 0; i < w.size(); ++i) s += w[i] * x[i];
+  return s;
+}
+
+double swiglu_ref(double g, double u, double w) {
+  g = std::min(g, double(kLimit));
+  u = std::clamp(u, -double(kLimit), double(kLimit));
+  return w * (g / (1.0 + std::exp(-g))) * u;
+}
+
+// Each row's kTop distinct experts: uniform, or skewed (expert e drawn with weight
+// 1 / (e + 1)^1.2: a handful take most of the chunk's slots).
+std::vector<int32_t> pick_experts(int rows, bool skewed, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<double> weight(kExperts);
+  for (int e = 0; e < kExperts; ++e) weight[e] = skewed ? std::pow(e + 1.0, -1.2) : 1.0;
+  std::vector<int32_t> sel;
+  for (int t = 0; t < rows; ++t) {
+    std::vector<double> w = weight;
+    for (int j = 0; j < kTop; ++j) {
+      std::discrete_distribution<int> d(w.begin(), w.end());
+      const int e = d(gen);
+      sel.push_back(e);
+      w[e] = 0;  // distinct
+    }
+  }
+  return sel;
+}
+
+// One routing of `rows` rows at P planes: the staged inputs of both projections, the
+// regs kernel's outputs, and the reports of every variant.
+class Case {
+ public:
+  Case(const Experts& ex, int rows, bool skewed, int planes, int reps)
+      : ex_(ex), rows_(rows), planes_(planes), reps_(reps), sms_(device_sms()) {
+    sel_ = pick_experts(rows, skewed, 7 + rows + (skewed ? 1 : 0));
+    slots_ = static_cast<int64_t>(sel_.size());
+    tl_ = tile_list(sel_, kExperts, 0);
+    tiles_ = upload(tl_.ints);
+    std::vector<bool> used(kExperts);
+    for (int32_t e : sel_) used[static_cast<size_t>(e)] = true;
+    used_experts_ = static_cast<int>(std::count(used.begin(), used.end(), true));
+    // x: bf16-exact values for P = 1 (what the native arm's e4m3 activations are), any f32 for P = 3.
+    std::mt19937 gen(5 + rows);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    x_.resize(static_cast<size_t>(rows) * kHidden);
+    for (float& v : x_) v = planes == 1 ? bf16_round(nd(gen)) : nd(gen);
+    wt_.resize(static_cast<size_t>(slots_));
+    for (size_t s = 0; s < wt_.size(); ++s) wt_[s] = 0.1f + 0.05f * static_cast<float>(s % kTop);
+    std::printf("rows %d, %s experts, P %d: %d experts used, %lld tiles of 64 (%lld slots: %.1f%% of the tiles' columns)\n",
+                rows, skewed ? "skewed" : "uniform", planes, used_experts_, static_cast<long long>(tl_.tiles),
+                static_cast<long long>(slots_), 100.0 * slots_ / (tl_.tiles * kTileSlots));
+  }
+
+  // Runs both variants of both projections; false when a check fails.
+  bool run() {
+    float* x = upload(x_);
+    float* wt = upload(wt_);
+    float* h = device_alloc<float>(static_cast<size_t>(slots_) * kInter);
+    float* y = device_alloc<float>(static_cast<size_t>(slots_) * kHidden);
+    uint4* xb = device_alloc<uint4>(static_cast<size_t>(planes_) * rows_ * kHidden / kGroup);
+    uint4* hb = device_alloc<uint4>(static_cast<size_t>(planes_) * slots_ * kInter / kGroup);
+    bool ok = true;
+    // Up: h = swiglu(w1 x, w3 x) x wt per slot.
+    stage(x, int64_t{rows_} * kHidden / kGroup, xb);
+    const GemmArgs up{ex_.table, tiles_, tiles_ + tl_.tiles, xb, int64_t{rows_} * kHidden / kGroup, kTop,
+                      kInter, kHidden, h, wt, kLimit};
+    std::vector<float> h_regs;
+    for (ExpertGemmKernel k : kKernels)
+      ok &= report<true>(k, up, h, static_cast<size_t>(slots_) * kInter, h_regs, x_, kTop);
+    // Down: from the regs h (the native arm re-quantizes it: here P = 1 rounds it to
+    // bf16 in the planes; the reference takes the same rounded values).
+    std::vector<float> h_in = h_regs;
+    if (planes_ == 1)
+      for (float& v : h_in) v = bf16_round(v);
+    float* h_dev = upload(h_in);
+    stage(h_dev, slots_ * kInter / kGroup, hb);
+    const GemmArgs down{ex_.table, tiles_, tiles_ + tl_.tiles, hb, slots_ * kInter / kGroup, 1, kHidden, kInter, y,
+                        wt, kLimit};
+    std::vector<float> y_regs;
+    for (ExpertGemmKernel k : kKernels)
+      ok &= report<false>(k, down, y, static_cast<size_t>(slots_) * kHidden, y_regs, h_in, 1);
+    for (void* p : {static_cast<void*>(x), static_cast<void*>(wt), static_cast<void*>(h), static_cast<void*>(y),
+                    static_cast<void*>(xb), static_cast<void*>(hb), static_cast<void*>(h_dev)})
+      DSV4_CUDA_CHECK(cudaFree(p));
+    DSV4_CUDA_CHECK(cudaFree(tiles_));
+    return ok;
+  }
+
+ private:
+  void stage(const float* in, int64_t groups, uint4* planes) const {
+    if (planes_ == 1)
+      bf16_planes_kernel<1><<<cuda::blocks_for(groups, kThreads), kThreads>>>(in, groups, planes);
+    else
+      bf16_planes_kernel<3><<<cuda::blocks_for(groups, kThreads), kThreads>>>(in, groups, planes);
+    DSV4_CUDA_LAUNCH_CHECK();
+  }
+
+  template <bool Up>
+  void launch(ExpertGemmKernel k, const GemmArgs& a) const {
+    const int64_t items = tl_.tiles * ((a.m + kItemRows<Up> - 1) / kItemRows<Up>);
+    if (planes_ == 1)
+      launch_expert_gemm<Up, 1>(k, a, items, sms_, nullptr);
+    else
+      launch_expert_gemm<Up, 3>(k, a, items, sms_, nullptr);
+  }
+
+  // Times variant k, checks it against the reference on sampled outputs (and bitwise
+  // against the regs output, which the regs variant records).
+  template <bool Up>
+  bool report(ExpertGemmKernel k, const GemmArgs& a, float* out, size_t n, std::vector<float>& regs_out,
+              const std::vector<float>& in, int act_div) {
+    DSV4_CUDA_CHECK(cudaMemset(out, 0xFF, n * sizeof(float)));  // NaN: an output never written fails
+    const float us = dev::time_launches([&] { launch<Up>(k, a); }, reps_, nullptr);
+    const std::vector<float> got = download(out, n);
+    const dev::Closeness c = closeness(reference<Up>(a, in, act_div), sampled<Up>(a, got));
+    const double flops = 2.0 * double(slots_) * double(a.m) * double(a.k) * (Up ? 2 : 1);
+    const Fp4W& w0 = ex_.host[0].w1;
+    const Fp4W& w2 = ex_.host[0].w2;
+    const double bytes = double(used_experts_) * (Up ? 2 * Experts::bytes(w0, kInter) : Experts::bytes(w2, kHidden));
+    bool ok = c.within(kTolerance);
+    std::printf("  %-4s %-9s %9.1f us %7.1f TFLOP/s %7.1f GB/s  ref rel_l2 %.1e max_norm %.1e %s", Up ? "up" : "down",
+                cuda::expert_gemm_kernel_name(k), us, flops / us / 1e6, bytes / us / 1e3, c.rel_l2,
+                c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
+    if (k == ExpertGemmKernel::regs) {
+      regs_out = got;
+    } else {
+      const bool same = std::memcmp(regs_out.data(), got.data(), n * sizeof(float)) == 0;
+      std::printf(" %s", same ? "=regs" : "DIFFERS-FROM-REGS");
+      ok &= same;
+    }
+    std::printf("\n");
+    return ok;
+  }
+
+  // The sampled (slot, row) pairs: slots spread over the chunk, rows over the projection.
+  std::vector<std::pair<int64_t, int64_t>> samples(int64_t m) const {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (int i = 0; i < kSampleSlots; ++i)
+      for (int j = 0; j < kSampleRows; ++j)
+        out.emplace_back((slots_ - 1) * i / (kSampleSlots - 1), (m - 1) * ((j * 37) % kSampleRows) / (kSampleRows - 1));
+    return out;
+  }
+  template <bool Up>
+  std::vector<double> sampled(const GemmArgs& a, const std::vector<float>& got) const {
+    std::vector<double> out;
+    for (const auto& [s, r] : samples(a.m)) out.push_back(got[static_cast<size_t>(s * a.m + r)]);
+    return out;
+  }
+  template <bool Up>
+  std::vector<double> reference(const GemmArgs& a, const std::vector<float>& in, int act_div) const {
+    std::vector<double> out;
+    for (const auto& [s, r] : samples(a.m)) {
+      const ExpertW& e = ex_.host[static_cast<size_t>(sel_[static_cast<size_t>(s)])];
+      const float* act = in.data() + (s / act_div) * a.k;
+      if constexpr (Up)
+        out.push_back(swiglu_ref(dot(weight_row(e.w1, r), act), dot(weight_row(e.w3, r), act), wt_[static_cast<size_t>(s)]));
+      else
+        out.push_back(dot(weight_row(e.w2, r), act));
+    }
+    return out;
+  }
+
+  const Experts& ex_;
+  int rows_, planes_, reps_, sms_;
+  std::vector<int32_t> sel_;
+  int64_t slots_ = 0;
+  TileList tl_;
+  int32_t* tiles_ = nullptr;
+  int used_experts_ = 0;
+  std::vector<float> x_, wt_;
+};
+
+int run(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 10;
+  const bool mx = argc > 2 && std::string(argv[2]) == "mxfp4";
+  if (reps < 1) {
+    std::fprintf(stderr, "usage: dsv4-dev-moe-prefill [reps >= 1] [mxfp4]\n");
+    return 2;
+  }
+  const Experts ex = make_experts(!mx);
+  std::printf("dsv4-dev-moe-prefill: %s experts [%d x %d], %d of %d per row, %d SMs, %d reps\n", mx ? "MXFP4" : "NVFP4",
+              kInter, kHidden, kTop, kExperts, device_sms(), reps);
+  bool ok = true;
+  for (int rows : {1024, 2048})
+    for (bool skewed : {false, true}) ok &= Case(ex, rows, skewed, 1, reps).run();
+  ok &= Case(ex, 1024, false, 3, reps).run();
+  std::printf("%s\n", ok ? "all variants ok" : "FAILED");
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return dsv4::dev::guarded_main("dsv4-dev-moe-prefill", argc, argv, run); }

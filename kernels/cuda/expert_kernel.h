@@ -1,0 +1,20 @@
+// Which kernel computes the decode MoE's routed experts (CudaOps::moe, MODEL.md §4.23):
+// the shipped expert_mma_kernel (kernels/cuda/moe.cu) or the staged kernel
+// (kernels/cuda/moe_decode.cu: the weight runs stream through a per-warp cp.async ring of
+// 3 or 4 slots, across work items; staged4_placed also decodes the e2m1 codes by placing
+// their bits, expert_mma.cuh). All feed the same products in the same K order, so they
+// give the same bits on every input. The engine runs the shipped kernel; the dev bench
+// (bench/dev/moe_variants.cu) and the twin test select another, process-wide, to compare it
+// bit for bit. Plain C++: the host-compiled tests include it.
+#pragma once
+
+namespace dsv4::cuda {
+
+enum class ExpertKernel { shipped, staged3, staged4, staged4_placed };
+
+// The kernel later CudaOps::moe calls launch (a call whose weights or activations are not
+// 16-byte aligned runs the shipped kernel: the staged one copies 16-byte runs).
+void use_expert_kernel(ExpertKernel kernel);
+ExpertKernel expert_kernel();
+
+}  // namespace dsv4::cuda
