@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/forwarding_ops.h"
 #include "tests/unit/stage/stage_harness.h"
 
 namespace dsv4 {
@@ -61,6 +62,70 @@ TEST_CASE("CUDA: chunked prefill leaves the unchunked caches within tolerance an
       if (counter) CHECK(got[i].bytes == want[i].bytes);
       else CHECK(rel_l2_of_bytes(want[i], got[i]) <= kCacheRelL2);
     }
+  }
+}
+
+}  // namespace dsv4
+
+namespace dsv4 {
+namespace {
+
+// sink_attention_gemm answered by the split kernel: the engine before the prefill
+// attention kernel (the diagnostic's control arm).
+class SplitAttentionOps : public OpDecorator<SplitAttentionOps> {
+ public:
+  using OpDecorator::OpDecorator;
+
+ private:
+  friend class OpDecorator<SplitAttentionOps>;
+  template <class O, class Run, class... A>
+  decltype(auto) around(O, Run&& run, const A&...) {
+    return run();
+  }
+  template <class Run>
+  void around(OpTag<"sink_attention_gemm">, Run&&, const float* q, int rows, int heads, int dim, const float* kv,
+              const int32_t* idx, int width, const TensorView& sink, float scale, float* o) {
+    inner().sink_attention(q, rows, heads, dim, kv, idx, width, sink, scale, o);
+  }
+};
+
+}  // namespace
+
+// Diagnostic (branch next-attn): every chunk size 1..24 against the unchunked prefill, with
+// the prefill attention kernel and with the split kernel; per chunk the largest cache rel
+// L2, its class, and whether the greedy token agrees.
+TEST_CASE("CUDA diagnostic: chunked prefill sweep, prefill attention kernel vs split kernel") {
+  Checkpoint ckpt(test::tiny_dir());
+  const ModelConfig& c = ckpt.config();
+  auto gpu = make_cuda_ops(0);
+  SplitAttentionOps split(*gpu);
+  const auto prompt = test::random_tokens(37, c.vocab_size, 1313);
+  for (Ops* ops : {static_cast<Ops*>(gpu.get()), static_cast<Ops*>(&split)}) {
+    const char* arm = ops == gpu.get() ? "tc" : "split";
+    test::InProcessRun whole(ckpt, *ops, {{0, 7}}, kMaxSeq, false);
+    const std::vector<float> rows = whole.prefill(prompt);
+    const std::vector<float> want_last(rows.end() - c.vocab_size, rows.end());
+    const auto want = whole.cache_classes(false);
+    int failing = 0;
+    for (int64_t chunk = 1; chunk <= 24; ++chunk) {
+      test::InProcessRun chunked(ckpt, *ops, {{0, 3}, {3, 7}}, kMaxSeq, false, nullptr, chunk);
+      const std::vector<float> got_last = chunked.prefill_chunks(prompt, chunk);
+      const auto got = chunked.cache_classes(false);
+      double worst = 0;
+      std::string worst_name, first_over;
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (want[i].name == "pos" || want[i].name.ends_with(" blocks")) continue;
+        const double e = rel_l2_of_bytes(want[i], got[i]);
+        if (e > kCacheRelL2 && first_over.empty()) first_over = want[i].name;
+        if (e > worst) worst = e, worst_name = want[i].name;
+      }
+      const bool token = argmax_of(got_last) == argmax_of(want_last);
+      failing += worst > kCacheRelL2 || !token;
+      MESSAGE(arm << " chunk " << chunk << ": worst " << worst << " (" << worst_name << "), first over: "
+                  << (first_over.empty() ? "-" : first_over) << ", token " << (token ? "same" : "DIFFERS"));
+    }
+    MESSAGE(arm << ": " << failing << " of 24 chunk sizes over the bound");
+    if (ops == &split) CHECK(failing == 0);
   }
 }
 
