@@ -91,41 +91,40 @@ class SplitAttentionOps : public OpDecorator<SplitAttentionOps> {
 
 }  // namespace
 
-// Diagnostic (branch next-attn): every chunk size 1..24 against the unchunked prefill, with
-// the prefill attention kernel and with the split kernel; per chunk the largest cache rel
-// L2, its class, and whether the greedy token agrees.
-TEST_CASE("CUDA diagnostic: chunked prefill sweep, prefill attention kernel vs split kernel") {
+// Every chunk size 1..24 of the 37-token prompt against the unchunked prefill, on the
+// prefill attention kernel (CudaOps' sink_attention_gemm) and on the split kernel: the
+// caches bit for bit and the same greedy token. Why bits, not law 2's bound: a chunk's
+// rows see their entries in the columns of the unchunked prefill (prefill_index's window
+// part is W columns at any s; step_index's is too), and every prefill op is row-count
+// independent on the tiny shapes. Before the window part had W columns, chunk sizes 5-15
+// (a first chunk s < W, its compressed entries in the first 16-entry tile) moved the
+// prefill kernel's bits, and the indexer's top-k amplified them to 0.1 rel L2 by layer 6.
+TEST_CASE("CUDA: chunked prefill at every chunk size 1-24 leaves the unchunked caches bit for bit, "
+          "prefill attention kernel and split kernel") {
   Checkpoint ckpt(test::tiny_dir());
   const ModelConfig& c = ckpt.config();
   auto gpu = make_cuda_ops(0);
   SplitAttentionOps split(*gpu);
   const auto prompt = test::random_tokens(37, c.vocab_size, 1313);
   for (Ops* ops : {static_cast<Ops*>(gpu.get()), static_cast<Ops*>(&split)}) {
-    const char* arm = ops == gpu.get() ? "tc" : "split";
+    const std::string arm = ops == gpu.get() ? "prefill attention kernel" : "split kernel";
+    CAPTURE(arm);
     test::InProcessRun whole(ckpt, *ops, {{0, 7}}, kMaxSeq, false);
     const std::vector<float> rows = whole.prefill(prompt);
     const std::vector<float> want_last(rows.end() - c.vocab_size, rows.end());
     const auto want = whole.cache_classes(false);
-    int failing = 0;
     for (int64_t chunk = 1; chunk <= 24; ++chunk) {
+      CAPTURE(chunk);
       test::InProcessRun chunked(ckpt, *ops, {{0, 3}, {3, 7}}, kMaxSeq, false, nullptr, chunk);
       const std::vector<float> got_last = chunked.prefill_chunks(prompt, chunk);
+      CHECK(argmax_of(got_last) == argmax_of(want_last));
       const auto got = chunked.cache_classes(false);
-      double worst = 0;
-      std::string worst_name, first_over;
-      for (size_t i = 0; i < want.size(); ++i) {
-        if (want[i].name == "pos" || want[i].name.ends_with(" blocks")) continue;
-        const double e = rel_l2_of_bytes(want[i], got[i]);
-        if (e > kCacheRelL2 && first_over.empty()) first_over = want[i].name;
-        if (e > worst) worst = e, worst_name = want[i].name;
-      }
-      const bool token = argmax_of(got_last) == argmax_of(want_last);
-      failing += worst > kCacheRelL2 || !token;
-      MESSAGE(arm << " chunk " << chunk << ": worst " << worst << " (" << worst_name << "), first over: "
-                  << (first_over.empty() ? "-" : first_over) << ", token " << (token ? "same" : "DIFFERS"));
+      REQUIRE(got.size() == want.size());
+      std::string differing;
+      for (size_t i = 0; i < want.size(); ++i)
+        if (got[i].bytes != want[i].bytes) differing += " [" + want[i].name + "]";
+      CHECK_MESSAGE(differing.empty(), "caches differing:" << differing);
     }
-    MESSAGE(arm << ": " << failing << " of 24 chunk sizes over the bound");
-    if (ops == &split) CHECK(failing == 0);
   }
 }
 
