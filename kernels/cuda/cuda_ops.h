@@ -124,6 +124,9 @@ class CudaOps final : public Ops {
   void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                       const int32_t* idx, int width, const TensorView& sink, float scale,
                       float* o) override;
+  void sink_attention_gemm(const float* q, int rows, int heads, int dim, const float* kv,
+                           const int32_t* idx, int width, const TensorView& sink, float scale,
+                           float* o) override;
 
   void route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
              int n_experts, int k, float route_scale, int32_t* sel, float* wt) override;
