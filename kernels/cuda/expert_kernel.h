@@ -4,7 +4,7 @@
 // 3 or 4 slots, across work items; staged4_placed also decodes the e2m1 codes by placing
 // their bits, expert_mma.cuh). All feed the same products in the same K order, so they
 // give the same bits on every input. The engine runs the shipped kernel: on an H200 the
-staged ones took 15-19% longer at 1 row (bench/RESULTS.md "Sixth session"); the dev bench
+// staged ones took 15-19% longer at 1 row (bench/RESULTS.md "Sixth session"); the dev bench
 // (bench/dev/moe_variants.cu) and the twin test select another, process-wide, to compare it
 // bit for bit. Plain C++: the host-compiled tests include it.
 #pragma once
