@@ -50,9 +50,9 @@ void on_stop_signal(int sig) {
 }
 }  // namespace
 
-void watch_stop_signals(int rank) {
+void watch_stop_signals(int rank, std::chrono::milliseconds linger) {
   if (pipe2(wake_fds, O_CLOEXEC) != 0) return;  // no pipe: the default actions stay
-  std::thread([rank] {
+  std::thread([rank, linger] {
     unsigned char byte = 0;
     while (read(wake_fds[0], &byte, 1) != 1) {
     }
@@ -61,7 +61,7 @@ void watch_stop_signals(int rank) {
     // Under mpirun every rank gets the signal at once and the first rank to exit makes
     // mpirun kill the rest: a short pause after the line lets every rank write its own,
     // and rank 0's reach mpirun's output, before any rank is gone.
-    exit_process(code, std::chrono::milliseconds(500),
+    exit_process(code, linger,
                  rank == 0 ? spdlog::level::err : spdlog::level::debug,
                  cat("rank ", rank, ": interrupted by ", abbrev ? "SIG" : "",
                      abbrev ? abbrev : strsignal(sig), ": stopping (exit status ", code, ")"));

@@ -8,10 +8,14 @@
 // same signal delivered twice, e.g. by GNU timeout to the child and its group: ignored).
 #pragma once
 
+#include <chrono>
+
 namespace dsv4 {
 
 // Installs the handlers (after MPI start-up, which may install its own) and starts the
-// thread that carries out the exit.
-void watch_stop_signals(int rank);
+// thread that carries out the exit. `linger`: the pause after the line before the exit
+// (the engine's 500 ms lets every rank write its line under mpirun; a test takes longer to
+// time a second signal inside it without racing the scheduler).
+void watch_stop_signals(int rank, std::chrono::milliseconds linger = std::chrono::milliseconds(500));
 
 }  // namespace dsv4

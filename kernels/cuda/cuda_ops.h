@@ -139,8 +139,8 @@ class CudaOps final : public Ops {
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
-  // moe_gemm with its routed experts on `kernel` (moe_gemm: shipped), for the other
-  // kernels' twin test (cuda::moe_gemm_with, moe_prefill.h) until the engine adopts one.
+  // moe_gemm with its routed experts on `kernel` (moe_gemm: ring_w16), for the twin test
+  // and the dev bench of every expert GEMM kernel (cuda::moe_gemm_with, moe_prefill.h).
   void moe_gemm_on(cuda::ExpertGemmKernel kernel, const BlockWeights& b, const float* x, int rows,
                    const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
                    float* out);

@@ -20,10 +20,10 @@ struct ChildResult {
   std::string stderr_text;
 };
 
-// Forks a child that installs the watcher, then runs `act`, then waits (an orderly exit
-// ends it well before the 10 s are up).
+// Forks a child that installs the watcher (its orderly exit pausing `linger` after the
+// line), then runs `act`, then waits (an orderly exit ends it well before the 10 s are up).
 template <class Act>
-ChildResult run_child(Act act) {
+ChildResult run_child(Act act, std::chrono::milliseconds linger = std::chrono::milliseconds(500)) {
   int pipe_fds[2];
   REQUIRE(pipe(pipe_fds) == 0);
   const pid_t pid = fork();
@@ -31,7 +31,7 @@ ChildResult run_child(Act act) {
   if (pid == 0) {
     dup2(pipe_fds[1], STDERR_FILENO);
     close(pipe_fds[0]);
-    watch_stop_signals(0);
+    watch_stop_signals(0, linger);
     act();
     sleep(10);
     _exit(0);
@@ -72,13 +72,16 @@ TEST_CASE("signal watch: the same signal twice at once (GNU timeout's forwarding
 }
 
 TEST_CASE("signal watch: a later second signal ends the process at once, without waiting") {
-  // The orderly exit lingers 500 ms after its line; a second signal 310 ms after the first
-  // (past the 300 ms grace) ends it then, with the second signal's status.
-  const ChildResult r = run_child([] {
-    raise(SIGINT);
-    usleep(310'000);
-    raise(SIGTERM);
-  });
+  // The orderly exit lingers 5 s after its line here (a loaded machine may oversleep the
+  // 310 ms by a lot, never by 4.7 s); a second signal 310 ms after the first (past the
+  // 300 ms grace) ends it then, with the second signal's status.
+  const ChildResult r = run_child(
+      [] {
+        raise(SIGINT);
+        usleep(310'000);
+        raise(SIGTERM);
+      },
+      std::chrono::milliseconds(5000));
   CHECK(r.status == 143);
   CHECK(count(r.stderr_text, "interrupted by SIGINT") == 1);
 }
