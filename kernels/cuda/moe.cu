@@ -368,7 +368,7 @@ void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Nu
 
 }  // namespace cuda
 
-const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter, bool* staged_aligned) {
+const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter, bool* aligned_out) {
   if (b.experts.empty()) throw Error(cat("moe: layer ", b.layer_id, " has no routed experts"));
   const TensorView& w1 = b.experts.front().w1.weight;
   const Key key{w1.storage, w1.data};
@@ -384,14 +384,14 @@ const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, in
         throw Error(cat("moe: expert ", id, " (", e.w1.weight.name, ") projections disagree with [",
                         width, ", ", hidden, "] / [", hidden, ", ", width, "]"));
       host[id] = cuda::ExpertW{fp4(e.w1), fp4(e.w3), fp4(e.w2)};
-      for (const cuda::Fp4W& w : {host[id].w1, host[id].w3, host[id].w2}) aligned = aligned && cuda::staged_aligned(w);
+      for (const cuda::Fp4W& w : {host[id].w1, host[id].w3, host[id].w2}) aligned = aligned && cuda::cp_async_aligned(w);
     }
     const size_t bytes = host.size() * sizeof(cuda::ExpertW);
     void* p = device_copy(host.data(), bytes);
     it = experts_.emplace(key, ExpertTable{Resident{p, bytes}, static_cast<int>(width), aligned}).first;
   }
   *inter = it->second.inter;
-  if (staged_aligned) *staged_aligned = it->second.staged_aligned;
+  if (aligned_out) *aligned_out = it->second.cp_async_aligned;
   return static_cast<const cuda::ExpertW*>(it->second.table.ptr);
 }
 

@@ -195,8 +195,9 @@ void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a
 // The work list of `slots` routed slots (sel: expert ids), on the device (moe.cu).
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
                  cudaStream_t stream);
-// Whether the staged kernels may read these projections (16-byte packed, 4-byte scales).
-inline bool staged_aligned(const Fp4W& w) {
+// Whether the cp.async kernels (the staged decode kernels, the ring prefill GEMM of
+// expert_gemm.cuh) may read these projections: 16-byte packed weights, 4-byte scales.
+inline bool cp_async_aligned(const Fp4W& w) {
   return reinterpret_cast<uintptr_t>(w.packed) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scales) % 4 == 0;
 }
 
