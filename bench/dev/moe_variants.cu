@@ -40,6 +40,7 @@
 namespace {
 
 using namespace dsv4;
+using dev::device_copy;
 
 constexpr int kHidden = 4096, kInter = 2048, kExperts = 256, kTop = 6, kMaxRows = 8;
 constexpr int kSets = 5;             // disjoint expert sets the timed launches rotate through
@@ -262,14 +263,6 @@ constexpr Variant kVariants[] = {{"shipped", cuda::ExpertKernel::shipped},
                                  {"staged S3", cuda::ExpertKernel::staged3},
                                  {"staged S4", cuda::ExpertKernel::staged4},
                                  {"S4 placed", cuda::ExpertKernel::staged4_placed}};
-
-template <class T>
-T* device_copy(const std::vector<T>& v) {
-  T* p = nullptr;
-  DSV4_CUDA_CHECK(cudaMalloc(&p, sizeof(T) * v.size()));
-  DSV4_CUDA_CHECK(cudaMemcpy(p, v.data(), sizeof(T) * v.size(), cudaMemcpyHostToDevice));
-  return p;
-}
 
 // Every variant of one projection (nw 2 up, 1 down) at one recipe, plane count and row
 // count; returns false when a check failed.
