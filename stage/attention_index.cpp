@@ -22,7 +22,12 @@ void place_columns(std::vector<int32_t>& idx, int width, int row, int col0,
 MergedIndex prefill_index(int ratio, int s, int window, int index_topk,
                           std::vector<int32_t>& idx) {
   MergedIndex m;
-  m.window_width = std::min(s, window);
+  // The window part is W columns whatever s (-1 pads past the prompt, bit-inert: §6.8 law
+  // 3), so every row's entries sit in the columns step_index gives its position: the
+  // first chunk of a chunked prefill then has the unchunked prefill's layout, and a
+  // kernel that groups columns (attention_prefill.cu's 16-entry tiles) the same bits.
+  m.window_width = window;
+  const int window_entries = std::min(s, window);  // window_prefill_rows' row width
   if (ratio == kOverlapRatio) {
     m.tail_width = std::min(index_topk, s / ratio);
     m.n_visible.resize(s);
@@ -37,7 +42,7 @@ MergedIndex prefill_index(int ratio, int s, int window, int index_topk,
       (ratio > 0 && ratio != kOverlapRatio) ? coarse_prefill_rows(s, ratio)
                                             : std::vector<int32_t>{};
   for (int t = 0; t < s; ++t) {
-    std::copy_n(win.begin() + static_cast<int64_t>(t) * m.window_width, m.window_width,
+    std::copy_n(win.begin() + static_cast<int64_t>(t) * window_entries, window_entries,
                 idx.begin() + static_cast<int64_t>(t) * m.width);
     if (!coarse.empty())
       std::copy_n(coarse.begin() + static_cast<int64_t>(t) * m.tail_width, m.tail_width,

@@ -172,8 +172,12 @@ void Layer::attention_back(LayerContext& ctx, const float* kv_source, const Merg
   Workspace& ws = ctx.ws;
   const bool act = ctx.num.act_bf16();
   const float scale = static_cast<float>(std::pow(static_cast<double>(c.head_dim), -0.5));
-  ops.sink_attention(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
-                     ws.idx.data(), m.width, w_.attn_sink, scale, ws.o.data());
+  if (ctx.gemm)
+    ops.sink_attention_gemm(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
+                            ws.idx.data(), m.width, w_.attn_sink, scale, ws.o.data());
+  else
+    ops.sink_attention(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
+                       ws.idx.data(), m.width, w_.attn_sink, scale, ws.o.data());
   rope_rows(ctx, ws.o.data(), rows, c.num_attention_heads, c.head_dim, true);
   if (ctx.gemm) ops.grouped_wo_a_gemm(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
   else ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());

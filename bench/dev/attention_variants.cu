@@ -41,6 +41,7 @@ constexpr double kDecodeTolerance = 1e-5, kTcTolerance = 5e-5;
 
 using dev::Closeness;
 using dev::closeness;
+using dev::device_copy;
 
 // One problem's host and device data.
 struct Problem {
@@ -53,14 +54,6 @@ struct Problem {
   int32_t* d_idx = nullptr;
   size_t o_size() const { return static_cast<size_t>(rows) * kHeads * kDim; }
 };
-
-template <class T>
-T* device_copy(const std::vector<T>& host) {
-  T* d = nullptr;
-  DSV4_CUDA_CHECK(cudaMalloc(&d, host.size() * sizeof(T)));
-  DSV4_CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
 
 Problem make_problem(const char* pattern, int rows, std::mt19937& gen) {
   Problem p{pattern, rows, 0, 0};

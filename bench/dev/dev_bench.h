@@ -1,6 +1,6 @@
 // What the dev benchmarks (bench/dev/*.cu, llm.c dev/cuda style) share: the device's
-// multiprocessors, event timing of a launch, the twin tests' closeness measure and main's
-// error report.
+// multiprocessors, device copies, event timing of a launch, the twin tests' closeness
+// measure and main's error report.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,6 +20,26 @@ inline int device_sms() {
   DSV4_CUDA_CHECK(cudaGetDevice(&device));
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return sms;
+}
+
+// Device copies for a bench's problem (cudaFree by the caller).
+template <class T>
+T* device_alloc(size_t n) {
+  T* d = nullptr;
+  DSV4_CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(n, 1) * sizeof(T)));  // never null
+  return d;
+}
+template <class T>
+T* device_copy(const std::vector<T>& host) {
+  T* d = device_alloc<T>(host.size());
+  DSV4_CUDA_CHECK(cudaMemcpy(d, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+template <class T>
+std::vector<T> download(const T* d, size_t n) {
+  std::vector<T> host(n);
+  DSV4_CUDA_CHECK(cudaMemcpy(host.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return host;
 }
 
 // Mean microseconds of one launch() on stream s over reps, after one warm-up.

@@ -66,24 +66,9 @@ void fill_bytes(uint8_t* p, int64_t n, uint32_t seed, int lo = 0, int span = 0) 
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
-template <class T>
-T* device_alloc(size_t n) {
-  void* p = nullptr;
-  DSV4_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
-  return static_cast<T*>(p);
-}
-template <class T>
-std::vector<T> download(const T* d, size_t n) {
-  std::vector<T> h(n);
-  DSV4_CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return h;
-}
-template <class T>
-T* upload(const std::vector<T>& h) {
-  T* d = device_alloc<T>(h.size());
-  DSV4_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
+using dev::device_alloc;
+using dev::device_copy;
+using dev::download;
 
 // The 256 experts' projections in one allocation each for codes and scales.
 struct Experts {
@@ -117,7 +102,7 @@ Experts make_experts(bool nv) {
     }
     e.host.push_back(ExpertW{w[0], w[1], w[2]});
   }
-  e.table = upload(e.host);
+  e.table = device_copy(e.host);
   return e;
 }
 
@@ -174,7 +159,7 @@ class Case {
     sel_ = pick_experts(rows, skewed, 7 + rows + (skewed ? 1 : 0));
     slots_ = static_cast<int64_t>(sel_.size());
     tl_ = tile_list(sel_, kExperts, 0);
-    tiles_ = upload(tl_.ints);
+    tiles_ = device_copy(tl_.ints);
     std::vector<bool> used(kExperts);
     for (int32_t e : sel_) used[static_cast<size_t>(e)] = true;
     used_experts_ = static_cast<int>(std::count(used.begin(), used.end(), true));
@@ -192,8 +177,8 @@ class Case {
 
   // Runs both variants of both projections; false when a check fails.
   bool run() {
-    float* x = upload(x_);
-    float* wt = upload(wt_);
+    float* x = device_copy(x_);
+    float* wt = device_copy(wt_);
     float* h = device_alloc<float>(static_cast<size_t>(slots_) * kInter);
     float* y = device_alloc<float>(static_cast<size_t>(slots_) * kHidden);
     uint4* xb = device_alloc<uint4>(static_cast<size_t>(planes_) * rows_ * kHidden / kGroup);
@@ -211,7 +196,7 @@ class Case {
     std::vector<float> h_in = h_regs;
     if (planes_ == 1)
       for (float& v : h_in) v = bf16_round(v);
-    float* h_dev = upload(h_in);
+    float* h_dev = device_copy(h_in);
     stage(h_dev, slots_ * kInter / kGroup, hb);
     const GemmArgs down{ex_.table, tiles_, tiles_ + tl_.tiles, hb, slots_ * kInter / kGroup, 1, kHidden, kInter, y,
                         wt, kLimit};

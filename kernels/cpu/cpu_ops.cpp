@@ -164,6 +164,11 @@ class CpuOps final : public Ops {
                       float* o) override {
     cpu_sink_attention(q, rows, heads, dim, kv, idx, width, sink, scale, o);
   }
+  void sink_attention_gemm(const float* q, int rows, int heads, int dim, const float* kv,
+                           const int32_t* idx, int width, const TensorView& sink, float scale,
+                           float* o) override {
+    sink_attention(q, rows, heads, dim, kv, idx, width, sink, scale, o);
+  }
 
   void route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
              int n_experts, int k, float route_scale, int32_t* sel, float* wt) override {

@@ -33,6 +33,7 @@
 
 #include "base/cuda_check.h"
 #include "base/error.h"
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/mma_bf16.cuh"
 #include "kernels/cuda/tile_load.cuh"
@@ -391,3 +392,22 @@ void sink_attention_prefill(const float* q, int rows, int heads, int dim, const 
 }
 
 }  // namespace dsv4::cuda
+
+namespace dsv4 {
+
+// A prefill's rows (ops.def sink_attention_gemm): the tensor-core kernel where it takes
+// the head dim; the split kernel otherwise, and for a call without entries (o = 0).
+void CudaOps::sink_attention_gemm(const float* q, int rows, int heads, int dim, const float* kv,
+                                  const int32_t* idx, int width, const TensorView& sink, float scale,
+                                  float* o) {
+  if (!cuda::prefill_attention_supports(dim) || width == 0 || rows == 0 || heads == 0)
+    return sink_attention(q, rows, heads, dim, kv, idx, width, sink, scale, o);
+  if (sink.numel() != heads)
+    throw Error(cat("sink_attention_gemm: ", sink.name, " has ", sink.numel(), " entries, expected ",
+                    heads, " heads"));
+  activate();
+  const cuda::DenseW s = dense(sink, heads);
+  cuda::sink_attention_prefill(q, rows, heads, dim, kv, idx, width, s.p, s.bf16, scale, o, stream_);
+}
+
+}  // namespace dsv4

@@ -124,6 +124,9 @@ class CudaOps final : public Ops {
   void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                       const int32_t* idx, int width, const TensorView& sink, float scale,
                       float* o) override;
+  void sink_attention_gemm(const float* q, int rows, int heads, int dim, const float* kv,
+                           const int32_t* idx, int width, const TensorView& sink, float scale,
+                           float* o) override;
 
   void route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
              int n_experts, int k, float route_scale, int32_t* sel, float* wt) override;
@@ -210,9 +213,9 @@ class CudaOps final : public Ops {
   cuda::Fp4W fp4(const Fp4Linear& w);
   const float* rope_table(const RopeTable& t);  // device fc [positions, rd]
   // Device array of the block's experts (cuda::ExpertW [E]), built once per block; sets
-  // *inter to the common expert width I and *staged_aligned (when given) to whether every
-  // projection fits the staged expert kernels (cuda::staged_aligned, moe_experts.cuh).
-  const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter, bool* staged_aligned = nullptr);
+  // *inter to the common expert width I and *cp_async_aligned (when given) to whether every
+  // projection fits the cp.async expert kernels (cuda::cp_async_aligned, moe_experts.cuh).
+  const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter, bool* cp_async_aligned = nullptr);
   // Device copy of a hash layer's tid2eid [V, k], checked once against [0, n_experts);
   // keyed by the block's gate weight (the table's own vector has no storage identity).
   const int32_t* hash_table(const BlockWeights& b, int n_experts, int k);
@@ -258,7 +261,7 @@ class CudaOps final : public Ops {
   struct Resident { void* ptr; size_t nbytes; };
   std::map<Key, Resident> weights_;
   std::map<uint64_t, Resident> ropes_;  // keyed by RopeTable::id
-  struct ExpertTable { Resident table; int inter; bool staged_aligned; };
+  struct ExpertTable { Resident table; int inter; bool cp_async_aligned; };
   std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
   std::map<Key, Resident> hash_tables_;  // keyed by the gate weight's bytes
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };

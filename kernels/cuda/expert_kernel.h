@@ -11,10 +11,35 @@
 
 namespace dsv4::cuda {
 
-enum class ExpertKernel { shipped, staged3, staged4, staged4_placed };
+// The shipped kernel's variants (moe_experts.cuh MmaKnobs; moe.cu maps each to its
+// knobs): ahead3 / ahead4 load 3 / 4 chunks a warp before multiplying (2 shipped);
+// pipelined1 / pipelined2 load a warp's next group of 1 / 2 chunks before multiplying the
+// current one, across work items; placed decodes the codes by placing their bits;
+// occupancy asks the compiler for one more resident block per SM (fewer registers);
+// pipelined1_placed / pipelined1_occupancy combine them. The shipped kernel and its
+// variants come first, the staged kernels last (moe.cu walks the values up to staged3).
+enum class ExpertKernel {
+  shipped,
+  ahead3,
+  ahead4,
+  pipelined1,
+  pipelined2,
+  placed,
+  occupancy,
+  pipelined1_placed,
+  pipelined1_occupancy,
+  staged3,
+  staged4,
+  staged4_placed
+};
+
+// Whether `kernel` is a staged kernel (moe_decode.cu), not the shipped one or its variants.
+constexpr bool is_staged(ExpertKernel kernel) {
+  return kernel == ExpertKernel::staged3 || kernel == ExpertKernel::staged4 || kernel == ExpertKernel::staged4_placed;
+}
 
 // The kernel later CudaOps::moe calls launch (a call whose weights or activations are not
-// 16-byte aligned runs the shipped kernel: the staged one copies 16-byte runs).
+// 16-byte aligned runs the shipped kernel instead of a staged one: those copy 16-byte runs).
 void use_expert_kernel(ExpertKernel kernel);
 ExpertKernel expert_kernel();
 

@@ -5,22 +5,23 @@
 // the split stream so the serial chain runs beside the attention / MoE that need only y
 // (CudaOps::join_split). The slices, the combine tree and the row tiles are fixed by the
 // shapes, never by the row count (§6.3). Collapse / post / mean are elementwise in the
-// CPU's order.
+// CPU's order. For a prefill's many rows, hc_rows.cu's row-tiled mix and collapse give
+// the same bits (cuda::HcKernels; CudaOps::hc_pre picks).
 #include <algorithm>
 
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/hc_device.cuh"
+#include "kernels/cuda/hc_rows.cuh"
 #include "base/error.h"
 
 namespace dsv4 {
 
 namespace {
 
+using namespace cuda::hc;
+
 constexpr int kThreads = 256;
-constexpr int kMaxHc = 8;
-constexpr int kMaxSums = (2 + kMaxHc) * kMaxHc + 1;  // the mixes and the sum of squares
-constexpr int kSlice = 128;                          // columns of one mix partial
-constexpr int kPerLane = kSlice / cuda::kWarp;
 constexpr int kRowTile = 8;        // rows of h a mix-partial block stages at a time
 constexpr int kMixRowBlocks = 16;  // mix-partial blocks per slice: each walks its row tiles
                                    // (fn loaded once per block, not once per 8 rows)
@@ -32,8 +33,6 @@ void require_numel(const TensorView& t, int64_t n, const char* what) {
   if (t.numel() != n)
     throw Error(cat(what, ": tensor '", t.name, "' has ", t.numel(), " elements, expected ", n));
 }
-
-int64_t slices_of(int64_t width) { return (width + kSlice - 1) / kSlice; }
 
 // Blocks over (slice, row tile), warp w owning the sums j = w, w + warps, ... (warps =
 // min(m + 1, 32)): part[(t * (m+1) + j) * slices + s] = sum over the slice's columns k of
@@ -83,8 +82,6 @@ hc_mix_partial_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW 
   }
 }
 
-__device__ double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
-
 // Sinkhorn on one warp (§4.4): M [hc, hc] lives in registers, lane l holding entries l and
 // l + 32 (v[0], v[1]); `mat` is the warp's shared copy the row / column sums read.
 
@@ -120,13 +117,6 @@ __device__ void sinkhorn_normalize(double* mat, double (&v)[2], int hc, double e
     if (i < n) v[r] /= line_sum(mat, i, hc, by_rows) + eps;
   }
 }
-
-struct SplitArgs {  // §4.4 step 2; post / comb null: hc_head (§4.25, no split)
-  cuda::DenseW scale, base;
-  double hc_eps;
-  int iters;
-  float *post, *comb;
-};
 
 // §4.4 step 2 for row t on the calling warp, f64 throughout, outputs rounded once to f32; mix(j) =
 // raw[j] * rs. `mat` [hc * hc] is the warp's shared scratch.
@@ -171,20 +161,6 @@ __device__ void hc_split_row(const double* raw, double rs, int64_t t, int hc, co
     if (lane + r * cuda::kWarp < n) a.comb[t * n + lane + r * cuda::kWarp] = static_cast<float>(v[r]);
 }
 
-// raw[j] = the slices of row t's partial j summed lane-strided in ascending slice, then the
-// butterfly (one warp, the same order wherever it runs).
-__device__ double mix_sum(const double* part, int64_t slices, int64_t t, int m, int j) {
-  const double* pj = part + (t * (m + 1) + j) * slices;
-  double r = 0.0;
-  for (int64_t s = threadIdx.x % cuda::kWarp; s < slices; s += cuda::kWarp) r += pj[s];
-  return cuda::warp_sum(r);
-}
-
-// rs = 1/sqrt(raw[m] / width + norm_eps) (§4.4 step 1).
-__device__ double mix_rs(const double* raw, int m, int hc, int hidden, double norm_eps) {
-  return 1.0 / sqrt(raw[m] / static_cast<double>(int64_t{hc} * hidden) + norm_eps);
-}
-
 // §4.4 step 2's post and comb for kSplitWarps rows a block: the block's warps share out the
 // rows' (m + 1) mix sums (one warp per sum, so a decode row's 25 take ~3 per warp), then
 // warp w runs row t0 + w's Sinkhorn chain. A chain is serial, so a prefill chunk's rows run
@@ -208,9 +184,8 @@ hc_split_kernel(const double* part, int64_t slices, int64_t rows, int hc, int hi
   }
 }
 
-// Grid (collapse blocks, rows), blockDim.x columns a block: pre[c] = sigma(mix(c) scale[0]
-// + base[c]) + hc_eps rounded to f32 (§4.4 step 2 / §4.25 step 2), y[t,d] = sum_c pre[c]
-// h[t,c,d] in ascending c, f32 (§4.4 step 3).
+// Grid (collapse blocks, rows), blockDim.x columns a block: pre and y (collapse_pre,
+// collapse_sum).
 __global__ void __launch_bounds__(kMaxThreads)
 hc_apply_kernel(const float* h, const double* part, int64_t slices, int64_t rows, int hc, int hidden,
                 int m, double norm_eps, SplitArgs a, float* y) {
@@ -232,16 +207,9 @@ hc_apply_kernel(const float* h, const double* part, int64_t slices, int64_t rows
     }
     __syncthreads();
     const double rs = mix_rs(raw, m, hc, hidden, norm_eps);
-    if (threadIdx.x < hc)
-      pre[threadIdx.x] = static_cast<float>(
-          sigmoid((raw[threadIdx.x] * rs) * static_cast<double>(a.scale.at(0)) + a.base.at(threadIdx.x)) + a.hc_eps);
+    if (threadIdx.x < hc) pre[threadIdx.x] = collapse_pre(raw, rs, threadIdx.x, a);
     __syncthreads();
-    if (!col) continue;
-    float acc = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kMaxHc; ++c)
-      if (c < hc) acc += pre[c] * x[c];
-    y[t * hidden + d] = acc;
+    if (col) y[t * hidden + d] = collapse_sum(pre, x, hc);
   }
 }
 
@@ -280,17 +248,35 @@ struct SplitLaunch {
   cudaEvent_t fork, done;  // recorded after the mix partials / after the split
 };
 
+// The mix partials of h [rows, width] by `kernels`.
+void launch_mix(cuda::HcKernels kernels, cudaStream_t stream, const float* h, int64_t rows, int64_t width,
+                const cuda::DenseW& fn, int m, double* part) {
+  if (kernels == cuda::HcKernels::row_tiled) return launch_mix_rows(stream, h, rows, width, fn, m, part);
+  const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
+  const dim3 mix_grid(static_cast<unsigned>(slices_of(width)),
+                      static_cast<unsigned>(std::min<int64_t>((rows + kRowTile - 1) / kRowTile, kMixRowBlocks)));
+  hc_mix_partial_kernel<<<mix_grid, mix_threads, 0, stream>>>(h, rows, width, fn, m, part);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+// y from the mix partials by `kernels`.
+void launch_collapse(cuda::HcKernels kernels, cudaStream_t stream, const float* h, const double* part, int64_t rows,
+                     int hc, int hidden, int m, double norm_eps, const SplitArgs& a, float* y) {
+  if (kernels == cuda::HcKernels::row_tiled)
+    return launch_collapse_rows(stream, h, part, rows, hc, hidden, m, norm_eps, a, y);
+  const int collapse_blocks = (hidden + kMaxThreads - 1) / kMaxThreads;
+  hc_apply_kernel<<<dim3(collapse_blocks, cuda::grid_rows(rows)), kMaxThreads, 0, stream>>>(
+      h, part, slices_of(int64_t{hc} * hidden), rows, hc, hidden, m, norm_eps, a, y);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
 // §4.4 steps 1-3 (a.post set; the split on `side`) or §4.25 steps 1-3 on h [s, hc, hidden]
 // with fn [m, hc*hidden]; part holds s * (m + 1) * slices doubles.
-void launch_mix_collapse(cudaStream_t stream, const float* h, int s, int hc, int hidden,
+void launch_mix_collapse(cuda::HcKernels kernels, cudaStream_t stream, const float* h, int s, int hc, int hidden,
                          const cuda::DenseW& fn, int m, double norm_eps, const SplitArgs& a,
                          const SplitLaunch* side, double* part, float* y) {
   const int64_t width = static_cast<int64_t>(hc) * hidden, slices = slices_of(width);
-  const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
-  const dim3 mix_grid(static_cast<unsigned>(slices),
-                      static_cast<unsigned>(std::min<int64_t>((s + kRowTile - 1) / kRowTile, kMixRowBlocks)));
-  hc_mix_partial_kernel<<<mix_grid, mix_threads, 0, stream>>>(h, s, width, fn, m, part);
-  DSV4_CUDA_LAUNCH_CHECK();
+  launch_mix(kernels, stream, h, s, width, fn, m, part);
   if (a.post) {
     DSV4_CUDA_CHECK(cudaEventRecord(side->fork, stream));
     DSV4_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
@@ -299,13 +285,27 @@ void launch_mix_collapse(cudaStream_t stream, const float* h, int s, int hc, int
     DSV4_CUDA_LAUNCH_CHECK();
     DSV4_CUDA_CHECK(cudaEventRecord(side->done, side->stream));
   }
-  const int collapse_blocks = (hidden + kMaxThreads - 1) / kMaxThreads;
-  hc_apply_kernel<<<dim3(collapse_blocks, cuda::grid_rows(s)), kMaxThreads, 0, stream>>>(
-      h, part, slices, s, hc, hidden, m, norm_eps, a, y);
-  DSV4_CUDA_LAUNCH_CHECK();
+  launch_collapse(kernels, stream, h, part, s, hc, hidden, m, norm_eps, a, y);
 }
 
 }  // namespace
+
+size_t cuda::hc_part_count(int64_t rows, int64_t width, int m) {
+  return static_cast<size_t>(rows) * (m + 1) * slices_of(width);
+}
+
+void cuda::hc_mix_partials(HcKernels kernels, const float* h, int64_t rows, int64_t width, const void* fn,
+                           bool fn_bf16, int m, double* part, cudaStream_t stream) {
+  if (rows > 0) launch_mix(kernels, stream, h, rows, width, DenseW{fn, fn_bf16, width}, m, part);
+}
+
+void cuda::hc_collapse(HcKernels kernels, const float* h, const double* part, int64_t rows, int hc, int hidden,
+                       int m, double norm_eps, const void* scale, const void* base, bool bf16, double hc_eps,
+                       float* y, cudaStream_t stream) {
+  DSV4_CHECK(hc >= 1 && hc <= kMaxHc, "hc=", hc);
+  const SplitArgs a{DenseW{scale, bf16, 1}, DenseW{base, bf16, hc}, hc_eps, 0, nullptr, nullptr};
+  if (rows > 0) launch_collapse(kernels, stream, h, part, rows, hc, hidden, m, norm_eps, a, y);
+}
 
 void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
                      double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb) {
@@ -322,7 +322,9 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   const size_t parts = static_cast<size_t>(s) * (m + 1) * slices_of(width);
   double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
   const SplitLaunch side{split_stream_, split_fork_, split_done_};
-  launch_mix_collapse(stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a, &side, part, y);
+  // The adoption point of hc_rows.cu's kernels (bit for bit the same outputs).
+  launch_mix_collapse(cuda::HcKernels::shipped, stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a,
+                      &side, part, y);
   split_pending_ = true;
 }
 
@@ -350,8 +352,8 @@ void CudaOps::hc_head(const float* h, int s, int hc, int hidden, const HeadWeigh
   const SplitArgs a{dense(w.hc_head_scale, 1), dense(w.hc_head_base, hc), hc_eps, 0, nullptr, nullptr};
   const size_t parts = static_cast<size_t>(s) * (hc + 1) * slices_of(width);
   double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
-  launch_mix_collapse(stream_, h, s, hc, hidden, dense(w.hc_head_fn, width), hc, norm_eps, a, nullptr,
-                      part, y);
+  launch_mix_collapse(cuda::HcKernels::shipped, stream_, h, s, hc, hidden, dense(w.hc_head_fn, width), hc,
+                      norm_eps, a, nullptr, part, y);
 }
 
 void CudaOps::hc_mean(const float* h, int s, int hc, int hidden, float* out, int out_stride) {

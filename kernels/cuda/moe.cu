@@ -31,7 +31,6 @@ constexpr int kMoeChunk = 256;  // rows per pass, bounds the scratch
 constexpr int kCols = cuda::kMmaCols;       // slots per tile
 constexpr int kTileRows = cuda::kMmaRows;   // weight rows per block
 constexpr int kChunk = cuda::kKChunk;
-constexpr int kAhead = 2;       // chunks per warp loaded before the first is used
 using cuda::MmaArgs;
 using cuda::Tiles;
 using cuda::max_tiles;
@@ -95,72 +94,177 @@ __global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* se
   }
 }
 
-// p_j[s, m0 + i] = sum_k W_j(m0 + i, k) a_s(k) for the 16 rows m0 + i and the <= 8 slots
-// of `tile`; out = swiglu(p_1, p_3) (up) or p_2 (down). Lane (g, t) = (lane / 4, lane % 4) owns weight rows m0 + g and
-// m0 + g + 8 and slot column g; in chunk c it takes the 32-element run at k0 = 128c + 32t
-// (one 16-byte load per row, one scale group of MXFP4, two of NVFP4); word q of the run
-// gives steps 2q and 2q+1 (cuda::a_fragments). Warp w takes chunks w, w + 8, ... in
-// ascending order (acc chained through every mma); the 8 warps' sums are added in warp
-// order. P activation planes: 1 when a_s is bf16-exact (e4m3 values, bf16-rounded), 3 for
-// f32 (x = hi + mid + lo, each bf16, exactly: 24 = 3 x 8 significant bits).
-template <int NW, int P>
-__device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, float (&part)[kWarps][NW][4][cuda::kWarp]) {
-  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
-  const int g = lane / 4, t = lane % 4;
-  cuda::TileItem<NW, cuda::XLoads::checked> it(a, tile);
-  const int64_t chunks = a.k / kChunk;
-#pragma unroll 1
-  for (int64_t c = warp; c < chunks; c += int64_t{kWarps} * kAhead) {
-    uint32_t raw[kAhead][NW][2][4];  // [chunk][projection][row g, g + 8][word]
-    uint8_t sc[kAhead][NW][2][2];    // block scale codes of the run's two 16-halves
+// A warp's weight runs of one group: chunks c, c + 8, ..., c + 8 (A - 1) of rows m0 + g
+// and m0 + g + 8 (chunks past the weight's last are neither loaded nor multiplied).
+template <int NW, int A>
+struct RunGroup {
+  uint32_t raw[A][NW][2][4];  // [chunk][projection][row g, g + 8][word]
+  uint8_t sc[A][NW][2][2];    // block scale codes of the run's two 16-halves
+
+  __device__ void load(const cuda::Fp4W (&w)[NW], const int (&gs)[NW], int64_t m0, int64_t c, int64_t chunks) {
+    const int lane = threadIdx.x % cuda::kWarp, g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
+    for (int u = 0; u < A; ++u) {
       const int64_t k0 = (c + u * kWarps) * kChunk + 32 * t;
       if (c + u * kWarps < chunks)
 #pragma unroll
         for (int j = 0; j < NW; ++j)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) cuda::load_run(it.w[j], it.gs[j], m0 + g + 8 * h, k0, raw[u][j][h], sc[u][j][h]);
-    }
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      if (c + u * kWarps >= chunks) break;
-      const int64_t k0 = (c + u * kWarps) * kChunk + 32 * t;
-      cuda::chunk_product<NW, P, cuda::XLoads::checked>(it.w, raw[u], sc[u], it.x ? it.x + k0 : nullptr, it.acc);
+          for (int h = 0; h < 2; ++h) cuda::load_run(w[j], gs[j], m0 + g + 8 * h, k0, raw[u][j][h], sc[u][j][h]);
     }
   }
+  template <int P, cuda::Fp4Decode kDecode>
+  __device__ void multiply(cuda::TileItem<NW, cuda::XLoads::checked>& it, int64_t c, int64_t chunks) const {
+    const int t = threadIdx.x % cuda::kWarp % 4;
+#pragma unroll
+    for (int u = 0; u < A; ++u) {
+      if (c + u * kWarps >= chunks) break;
+      const int64_t k0 = (c + u * kWarps) * kChunk + 32 * t;
+      cuda::chunk_product<NW, P, cuda::XLoads::checked, kDecode>(it.w, raw[u], sc[u], it.x ? it.x + k0 : nullptr,
+                                                                 it.acc);
+    }
+  }
+};
+
+// p_j[s, m0 + i] = sum_k W_j(m0 + i, k) a_s(k) for the 16 rows m0 + i and the <= 8 slots
+// of `tile`; out = swiglu(p_1, p_3) (up) or p_2 (down). Lane (g, t) = (lane / 4, lane % 4) owns weight rows m0 + g and
+// m0 + g + 8 and slot column g; in chunk c it takes the 32-element run at k0 = 128c + 32t
+// (one 16-byte load per row, one scale group of MXFP4, two of NVFP4); word q of the run
+// gives steps 2q and 2q+1 (cuda::a_fragments). Warp w takes chunks w, w + 8, ... in
+// ascending order (acc chained through every mma), kn.ahead of them loaded before the
+// first is multiplied; the 8 warps' sums are added in warp order. P activation planes: 1
+// when a_s is bf16-exact (e4m3 values, bf16-rounded), 3 for f32 (x = hi + mid + lo, each
+// bf16, exactly: 24 = 3 x 8 significant bits).
+template <int NW, int P, cuda::MmaKnobs kn>
+__device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, float (&part)[kWarps][NW][4][cuda::kWarp]) {
+  const int warp = threadIdx.x / cuda::kWarp;
+  cuda::TileItem<NW, cuda::XLoads::checked> it(a, tile);
+  const int64_t chunks = a.k / kChunk;
+#pragma unroll 1
+  for (int64_t c = warp; c < chunks; c += int64_t{kWarps} * kn.ahead) {
+    RunGroup<NW, kn.ahead> runs;
+    runs.load(it.w, it.gs, m0, c, chunks);
+    runs.template multiply<P, kn.decode>(it, c, chunks);
+  }
   cuda::tile_epilogue<NW>(a, it.slots, it.w, m0, it.acc, part);
+}
+
+// kn.pipelined: tile_product's items and groups with a warp's next group loaded before the
+// current one is multiplied — the groups in the order they are multiplied (items
+// blockIdx.x, + gridDim.x, ...; in each the warp's chunks warp, warp + 8 ahead, ...), so
+// across items too: the next item's first runs are in flight through this item's last
+// decode, its epilogue and its barriers. The next item's projections are read when this
+// item starts, a group or more before its runs are loaded from them.
+template <int NW, int P, cuda::MmaKnobs kn>
+__device__ inline void pipelined_items(const MmaArgs& a, int64_t m_tiles, int64_t items,
+                                       float (&part)[kWarps][NW][4][cuda::kWarp]) {
+  const int warp = threadIdx.x / cuda::kWarp;
+  const int64_t chunks = a.k / kChunk, stride = int64_t{kWarps} * kn.ahead;
+  // The projections of item i and the log2 of their scale groups.
+  auto item_weights = [&](int64_t i, cuda::Fp4W (&w)[NW], int (&gs)[NW]) {
+    cuda::projections<NW>(a.tiles.w[i / m_tiles], w);
+#pragma unroll
+    for (int j = 0; j < NW; ++j) gs[j] = __ffs(w[j].group) - 1;
+  };
+  RunGroup<NW, kn.ahead> cur;
+  if (int64_t{blockIdx.x} < items) {
+    cuda::Fp4W w[NW];
+    int gs[NW];
+    item_weights(blockIdx.x, w, gs);
+    cur.load(w, gs, blockIdx.x % m_tiles * kTileRows, warp, chunks);
+  }
+#pragma unroll 1
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    const int64_t m0 = i % m_tiles * kTileRows, after = i + gridDim.x;
+    cuda::TileItem<NW, cuda::XLoads::checked> it(a, i / m_tiles);
+    cuda::Fp4W after_w[NW];
+    int after_gs[NW];
+    if (after < items) item_weights(after, after_w, after_gs);
+#pragma unroll 1
+    for (int64_t c = warp; c < chunks; c += stride) {
+      RunGroup<NW, kn.ahead> next;
+      if (c + stride < chunks)
+        next.load(it.w, it.gs, m0, c + stride, chunks);
+      else if (after < items)
+        next.load(after_w, after_gs, after % m_tiles * kTileRows, warp, chunks);
+      cur.template multiply<P, kn.decode>(it, c, chunks);
+      cur = next;  // waits for next's loads: they had the whole multiply to arrive
+    }
+    cuda::tile_epilogue<NW>(a, it.slots, it.w, m0, it.acc, part);
+    __syncthreads();  // `part` is rewritten by the next item
+  }
+}
+
+// The knobs of the shipped kernel's variants (expert_kernel.h); the engine runs `shipped`.
+__host__ __device__ constexpr cuda::MmaKnobs knobs_of(cuda::ExpertKernel v) {
+  using cuda::ExpertKernel;
+  switch (v) {
+    case ExpertKernel::ahead3:
+      return {.ahead = 3};
+    case ExpertKernel::ahead4:
+      return {.ahead = 4};
+    case ExpertKernel::pipelined1:
+      return {.ahead = 1, .pipelined = true};
+    case ExpertKernel::pipelined2:
+      return {.ahead = 2, .pipelined = true};
+    case ExpertKernel::placed:
+      return {.decode = cuda::Fp4Decode::placed};
+    case ExpertKernel::occupancy:
+      return {.extra_blocks = 1};
+    case ExpertKernel::pipelined1_placed:
+      return {.ahead = 1, .pipelined = true, .decode = cuda::Fp4Decode::placed};
+    case ExpertKernel::pipelined1_occupancy:
+      return {.ahead = 1, .pipelined = true, .extra_blocks = 1};
+    default:
+      return cuda::kShippedKnobs;
+  }
 }
 
 // Work item i = (tile i / (m / 16), rows 16 (i % (m / 16)) ..): a fixed grid of resident
 // blocks walks the items of the tiles that exist (count is known on the device only), so
 // a call launches no empty blocks. Which block takes an item changes nothing in it.
-template <int NW, int P>
-__global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW>) expert_mma_kernel(MmaArgs a) {
+// (A kernel's template arguments name the variant: nvcc's host stubs take no class-type
+// ones.)
+template <int NW, int P, cuda::ExpertKernel V>
+__global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW> + knobs_of(V).extra_blocks)
+    expert_mma_kernel(MmaArgs a) {
+  constexpr cuda::MmaKnobs kn = knobs_of(V);
   __shared__ float part[kWarps][NW][4][cuda::kWarp];
   const int64_t m_tiles = a.m / kTileRows;
   const int64_t items = *a.tiles.count * m_tiles;
+  if constexpr (kn.pipelined) {
+    pipelined_items<NW, P, kn>(a, m_tiles, items, part);
+  } else {
 #pragma unroll 1
-  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
-    tile_product<NW, P>(a, static_cast<int>(i / m_tiles), i % m_tiles * kTileRows, part);
-    __syncthreads();  // `part` is rewritten by the next item
+    for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+      tile_product<NW, P, kn>(a, static_cast<int>(i / m_tiles), i % m_tiles * kTileRows, part);
+      __syncthreads();  // `part` is rewritten by the next item
+    }
   }
 }
 
-// Blocks of expert_mma_kernel<NW, P> that fit on the device at once (its occupancy, a
+// Blocks of expert_mma_kernel<NW, P, V> that fit on the device at once (its occupancy, a
 // property of the compiled kernel, times the SMs), and the launch of `items_max` items.
-template <int NW, int P>
+template <int NW, int P, cuda::ExpertKernel V>
 void launch_mma(const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
   static const int per_sm = [] {
     int n = 0;
-    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_mma_kernel<NW, P>, kThreads, 0));
+    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, expert_mma_kernel<NW, P, V>, kThreads, 0));
     return n;
   }();
   int sms = 0;
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t blocks = std::min<int64_t>(items_max, int64_t{std::max(per_sm, 1)} * sms);
-  expert_mma_kernel<NW, P><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
+  expert_mma_kernel<NW, P, V><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
   DSV4_CUDA_LAUNCH_CHECK();
+}
+
+template <cuda::ExpertKernel V>
+void launch_mma(int nw, int planes, const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
+  if (nw == 2)
+    planes == 1 ? launch_mma<2, 1, V>(a, items_max, device, stream) : launch_mma<2, 3, V>(a, items_max, device, stream);
+  else
+    planes == 1 ? launch_mma<1, 1, V>(a, items_max, device, stream) : launch_mma<1, 3, V>(a, items_max, device, stream);
 }
 
 // The shared expert's h [rows, inter] = swiglu(g, u) with weight 1.
@@ -197,6 +301,20 @@ __global__ void combine_kernel(const float* y, const float* sh, const int32_t* s
   }
 }
 
+// launch_mma of the variant `kernel`: the ExpertKernel values from V up to the first
+// staged one (expert_kernel.h lists the shipped kernel and its variants first).
+template <int V = 0>
+void launch_variant(cuda::ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
+                    cudaStream_t stream) {
+  constexpr auto v = static_cast<cuda::ExpertKernel>(V);
+  if constexpr (cuda::is_staged(v)) {
+    throw Error("moe: launch_expert_mma runs the shipped kernel and its variants, not a staged kernel");
+  } else {
+    if (kernel == v) return launch_mma<v>(nw, planes, a, items_max, device, stream);
+    launch_variant<V + 1>(kernel, nw, planes, a, items_max, device, stream);
+  }
+}
+
 bool is_pow2(float v) {
   int e;
   return v > 0.0f && std::frexp(v, &e) == 0.5f;
@@ -224,11 +342,9 @@ void combine_experts(const float* y, const float* sh, const int32_t* sel, int64_
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
-void launch_expert_mma(int nw, int planes, const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
-  if (nw == 2)
-    planes == 1 ? launch_mma<2, 1>(a, items_max, device, stream) : launch_mma<2, 3>(a, items_max, device, stream);
-  else
-    planes == 1 ? launch_mma<1, 1>(a, items_max, device, stream) : launch_mma<1, 3>(a, items_max, device, stream);
+void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
+                       cudaStream_t stream) {
+  launch_variant(kernel, nw, planes, a, items_max, device, stream);
 }
 
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
@@ -252,7 +368,7 @@ void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Nu
 
 }  // namespace cuda
 
-const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter, bool* staged_aligned) {
+const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter, bool* aligned_out) {
   if (b.experts.empty()) throw Error(cat("moe: layer ", b.layer_id, " has no routed experts"));
   const TensorView& w1 = b.experts.front().w1.weight;
   const Key key{w1.storage, w1.data};
@@ -268,14 +384,14 @@ const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, in
         throw Error(cat("moe: expert ", id, " (", e.w1.weight.name, ") projections disagree with [",
                         width, ", ", hidden, "] / [", hidden, ", ", width, "]"));
       host[id] = cuda::ExpertW{fp4(e.w1), fp4(e.w3), fp4(e.w2)};
-      for (const cuda::Fp4W& w : {host[id].w1, host[id].w3, host[id].w2}) aligned = aligned && cuda::staged_aligned(w);
+      for (const cuda::Fp4W& w : {host[id].w1, host[id].w3, host[id].w2}) aligned = aligned && cuda::cp_async_aligned(w);
     }
     const size_t bytes = host.size() * sizeof(cuda::ExpertW);
     void* p = device_copy(host.data(), bytes);
     it = experts_.emplace(key, ExpertTable{Resident{p, bytes}, static_cast<int>(width), aligned}).first;
   }
   *inter = it->second.inter;
-  if (staged_aligned) *staged_aligned = it->second.staged_aligned;
+  if (aligned_out) *aligned_out = it->second.cp_async_aligned;
   return static_cast<const cuda::ExpertW*>(it->second.table.ptr);
 }
 
@@ -343,7 +459,8 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
     // (the same bits). The scratch parts (xq, h) are 16-byte aligned, x's rows are whole
     // 128-float chunks apart.
     const bool staged_ok = aligned && reinterpret_cast<uintptr_t>(up.act) % 16 == 0;
-    const cuda::ExpertKernel kernel = staged_ok ? cuda::expert_kernel() : cuda::ExpertKernel::shipped;
+    const cuda::ExpertKernel chosen = cuda::expert_kernel();
+    const cuda::ExpertKernel kernel = staged_ok || !cuda::is_staged(chosen) ? chosen : cuda::ExpertKernel::shipped;
     const int planes = exact ? 1 : 3;
     cuda::launch_expert_kernel(kernel, 2, planes, up, tiles_max * (I / kTileRows), device_, stream_);
     if (native) cuda::act_quant128_rows(h, slots, I, h, stream_);  // re-quantized after the weight (§4.23)

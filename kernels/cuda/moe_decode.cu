@@ -216,14 +216,14 @@ ExpertKernel expert_kernel() { return chosen; }
 void launch_expert_kernel(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
                           cudaStream_t stream) {
   switch (kernel) {
-    case ExpertKernel::shipped:
-      return launch_expert_mma(nw, planes, a, items_max, device, stream);
     case ExpertKernel::staged3:
       return launch_staged<3>(nw, planes, a, items_max, device, stream);
     case ExpertKernel::staged4:
       return launch_staged<4>(nw, planes, a, items_max, device, stream);
     case ExpertKernel::staged4_placed:
       return launch_staged<4, Fp4Decode::placed>(nw, planes, a, items_max, device, stream);
+    default:  // the shipped kernel at its knobs
+      return launch_expert_mma(kernel, nw, planes, a, items_max, device, stream);
   }
 }
 

@@ -169,19 +169,35 @@ __device__ inline void tile_epilogue(const MmaArgs& a, const int32_t* slots, con
 template <int NW>
 constexpr int kMinBlocks = NW == 2 ? 2 : 3;
 
+// The compile-time knobs of the shipped kernel (moe.cu expert_mma_kernel). None changes a
+// product or the K order (a warp's chunks ascending through one acc chain, the warps'
+// sums added in warp order), so every setting gives the shipped bits; what changes is how
+// many weight bytes a warp has in flight and how many warps an SM holds. The engine runs
+// kShippedKnobs; the dev bench and the twin test reach the others (ExpertKernel).
+struct MmaKnobs {
+  int ahead = 2;                         // chunks a warp loads before it multiplies the first (a group)
+  bool pipelined = false;                // the warp's next group loaded before this one is multiplied
+  Fp4Decode decode = Fp4Decode::lookup;  // how the e2m1 codes become bf16 (same A fragments)
+  int extra_blocks = 0;                  // resident blocks per SM asked beyond kMinBlocks<NW>
+};
+constexpr MmaKnobs kShippedKnobs{};
+
 // The up (nw = 2: w1, w3, SwiGLU) or down (nw = 1: w2) projection of a call's tiles by
 // `kernel`, planes = 1 (bf16-exact activations) or 3 (f32); items_max bounds the work
 // items (tiles x m / 16) of the call. The staged kernels need the experts' packed bytes and
 // activations 16-byte aligned and their scales 4-byte aligned (the caller checks).
 void launch_expert_kernel(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
                           cudaStream_t stream);  // moe_decode.cu
-// The shipped kernel (moe.cu).
-void launch_expert_mma(int nw, int planes, const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream);
+// The shipped kernel (moe.cu) at kernel's knobs (shipped or one of its variants; a staged
+// kernel is refused).
+void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
+                       cudaStream_t stream);
 // The work list of `slots` routed slots (sel: expert ids), on the device (moe.cu).
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
                  cudaStream_t stream);
-// Whether the staged kernels may read these projections (16-byte packed, 4-byte scales).
-inline bool staged_aligned(const Fp4W& w) {
+// Whether the cp.async kernels (the staged decode kernels, the ring prefill GEMM of
+// expert_gemm.cuh) may read these projections: 16-byte packed weights, 4-byte scales.
+inline bool cp_async_aligned(const Fp4W& w) {
   return reinterpret_cast<uintptr_t>(w.packed) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scales) % 4 == 0;
 }
 

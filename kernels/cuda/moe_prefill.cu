@@ -33,23 +33,6 @@ namespace dsv4 {
 
 using cuda::ExpertGemmKernel;
 
-namespace {
-
-// The ring kernels' cp.async copies need 16-byte aligned packed weights and 4-byte
-// aligned scales (each row and chunk then is: whole K chunks, check_experts). A resident
-// copy is a cudaMalloc (256-byte aligned); a tensor already on the device is checked.
-bool cp_async_aligned(const BlockWeights& b) {
-  auto ok = [](const TensorView& t, uintptr_t align) {
-    return !t.on_device || reinterpret_cast<uintptr_t>(t.data) % align == 0;
-  };
-  for (const ExpertWeights& e : b.experts)
-    for (const Fp4Linear* w : {&e.w1, &e.w3, &e.w2})
-      if (!ok(w->weight, 16) || !ok(w->scale, 4)) return false;
-  return true;
-}
-
-}  // namespace
-
 void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                        int k, float swiglu_limit, const Numerics& num, float* out) {
   moe_gemm_on(ExpertGemmKernel::ring_w16, b, x, rows, sel, wt, k, swiglu_limit, num, out);
@@ -69,7 +52,8 @@ void CudaOps::moe_gemm_on(ExpertGemmKernel kernel, const BlockWeights& b, const 
   const int hidden = static_cast<int>(b.shared_w1.in()), shared_inter = static_cast<int>(b.shared_w1.out());
   const int n_experts = static_cast<int>(b.experts.size());
   int inter = 0;
-  const cuda::ExpertW* experts = expert_table(b, hidden, &inter);
+  bool aligned = false;  // the ring kernels' cp.async copies (expert_table: once per block)
+  const cuda::ExpertW* experts = expert_table(b, hidden, &inter, &aligned);
   cuda::check_experts(b, k, hidden, inter, num);
   const bool native = num.expert_arm == ExpertArm::native;
   if (rows == 0) return;
@@ -98,8 +82,8 @@ void CudaOps::moe_gemm_on(ExpertGemmKernel kernel, const BlockWeights& b, const 
   auto* hb = reinterpret_cast<uint4*>(take(sizes[4]));
   float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
 
-  // Every kernel computes the same bits; the ring kernels need cp_async_aligned weights.
-  const ExpertGemmKernel which = kernel == ExpertGemmKernel::regs || cp_async_aligned(b) ? kernel : ExpertGemmKernel::regs;
+  // Every kernel computes the same bits; the ring kernels need cp.async-aligned weights.
+  const ExpertGemmKernel which = kernel == ExpertGemmKernel::regs || aligned ? kernel : ExpertGemmKernel::regs;
   // One projection family over every tile: bf16 planes of `in` [n_in, K], then the kernel.
   auto project = [&](auto up, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,
                      float* o) {

@@ -108,6 +108,46 @@ TEST_CASE("sink_attention prefill kernel at odd shapes: partial head groups, sho
   }
 }
 
+TEST_CASE("sink_attention_gemm (a prefill's rows through CudaOps): the prefill kernel's bits, the split kernel's "
+          "where that does not take the head dim") {
+  // 24 rows of a ratio-4 layer at Flash shapes; the sink stored BF16 as in a checkpoint
+  // (CudaOps::dense hands the kernel the bf16 copy).
+  {
+    AttentionCase c{24, 64, 512, 128 + 4096, 640, {}, sinks(64, 96), 1.0f};
+    c.idx.assign(static_cast<size_t>(c.rows) * c.width, -1);
+    for (int t = 0; t < c.rows; ++t)
+      for (int k = 0; k < 640 - 11 * t; ++k) c.idx[t * c.width + k] = (k * 41 + t * 5) % c.n_kv;
+    Backends b;
+    AttentionInputs in(b, c, 97);
+    std::vector<float> sink_bf(c.sink);  // becomes the stored bf16 values
+    const TensorView sink = in.store.bf16("attn_sink_bf16", {c.heads}, sink_bf);
+    PairF o = zeros(b, in.q.n);
+    for (int s : {kCpu, kGpu})
+      b.at(s).sink_attention_gemm(in.q[s], c.rows, c.heads, c.dim, in.kv[s], in.idx[s], c.width, sink, in.scale,
+                                  o[s]);
+    check_close("sink_attention_gemm flash 24 rows", get(b, o, kCpu), get(b, o, kGpu), 5e-5, 5e-5);
+    PairF sink_dev = put(b, sink_bf);
+    PairF direct = zeros(b, in.q.n);
+    run_prefill(b, in, c, sink_dev[kGpu], 0, c.rows, in.idx[kGpu], c.width, direct[kGpu]);
+    check_bitwise("sink_attention_gemm vs the prefill kernel", get(b, o, kGpu), get(b, direct, kGpu));
+  }
+  // Head dim 96: not the prefill kernel's; the op is sink_attention, bit for bit.
+  {
+    AttentionCase c{6, 8, 96, 40, 24, {}, sinks(8, 98), 1.0f};
+    c.idx.assign(static_cast<size_t>(c.rows) * c.width, -1);
+    for (int t = 0; t < c.rows; ++t)
+      for (int k = 0; k < c.width - 3 * t; ++k) c.idx[t * c.width + k] = (k * 7 + t) % c.n_kv;
+    Backends b;
+    AttentionInputs in(b, c, 99);
+    PairF o = zeros(b, in.q.n), split = zeros(b, in.q.n);
+    b.gpu->sink_attention_gemm(in.q[kGpu], c.rows, c.heads, c.dim, in.kv[kGpu], in.idx[kGpu], c.width, in.sink,
+                               in.scale, o[kGpu]);
+    b.gpu->sink_attention(in.q[kGpu], c.rows, c.heads, c.dim, in.kv[kGpu], in.idx[kGpu], c.width, in.sink,
+                          in.scale, split[kGpu]);
+    check_bitwise("sink_attention_gemm at dim 96 vs sink_attention", get(b, o, kGpu), get(b, split, kGpu));
+  }
+}
+
 TEST_CASE("sink_attention prefill kernel refuses head dims it does not take, by name") {
   for (int dim : {96, 576}) {
     CAPTURE(dim);

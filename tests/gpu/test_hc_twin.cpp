@@ -1,7 +1,10 @@
 // CUDA vs CPU: hyper-connections (MODEL.md §4.4, §4.5, §4.25 steps 1-3, SPECDECODE §2.3).
+#include <cuda_runtime.h>
+
 #include <cmath>
 #include <string>
 
+#include "kernels/cuda/hc_rows.cuh"
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
@@ -100,6 +103,86 @@ TEST_CASE("hc_mean twin (bit-exact)") {
   for (int s : {kCpu, kGpu}) b.at(s).hc_mean(h[s], kRows, kHc, kHidden, mean[s], stride);
   // f64 sum of 4 floats, one rounding, on both: exact.
   check_close("hc_mean", get(b, mean, kCpu), get(b, mean, kGpu), 0, 0);
+}
+
+namespace {
+
+// Device doubles (the mix partials), freed at scope exit.
+struct DeviceDoubles {
+  double* p = nullptr;
+  size_t n;
+  explicit DeviceDoubles(size_t count) : n(count) { REQUIRE(cudaMalloc(&p, n * sizeof(double)) == cudaSuccess); }
+  DeviceDoubles(const DeviceDoubles&) = delete;
+  ~DeviceDoubles() { cudaFree(p); }
+  std::vector<double> get(size_t offset, size_t count) const {
+    std::vector<double> host(count);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaMemcpy(host.data(), p + offset, count * sizeof(double), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return host;
+  }
+};
+
+struct RowsCase {
+  int hc, hidden, rows;
+};
+
+}  // namespace
+
+// The row-tiled kernels (kernels/cuda/hc_rows.cu) keep the shipped per-row f64 order, so
+// their mix partials and y must equal the shipped kernels' bit for bit at any row count
+// (odd counts: partial 64-row tiles; 300: several tiles a slice), and every row alone
+// equal its row of the multi-row call. Cases: Flash's hc 4 x 4096 (fn [24, 16384], one
+// grid.z block of 24 mixes), a width that is no multiple of the 128-column slice (hidden
+// 100: the last slice is 16 columns plus zeros), and hc 8 (m = 80: four grid.z blocks,
+// the last one 8 mixes). y also against the CPU at hc_pre's bound (1e-6, reasons above).
+TEST_CASE("hc row-tiled kernels: mix partials and y bit for bit the shipped ones; y vs the CPU") {
+  constexpr RowsCase kCases[] = {{4, 4096, 1},  {4, 4096, 3}, {4, 4096, 37},
+                                 {4, 4096, 300}, {4, 100, 37}, {8, 512, 37}};
+  for (const RowsCase& c : kCases) {
+    Backends b;
+    Rng rng(25);
+    Store store;
+    const int hc = c.hc, hidden = c.hidden, rows = c.rows, m = (2 + hc) * hc;
+    const int64_t width = int64_t{hc} * hidden;
+    const std::vector<float> fn = rng.normals(static_cast<size_t>(m * width), 1.6f / std::sqrt(float(width)));
+    const std::vector<float> base = rng.normals(m, 0.5f), scale = {0.7f, 1.3f, 2.0f};
+    HcParams p;
+    p.fn = store.f32("hc_attn_fn", {m, width}, fn);
+    p.base = store.f32("hc_attn_base", {m}, base);
+    p.scale = store.f32("hc_attn_scale", {3}, scale);
+    PairF h = put(b, rng.normals(static_cast<size_t>(rows * width))), fn_d = put(b, fn), base_d = put(b, base),
+          scale_d = put(b, scale);
+    PairF y_cpu = zeros(b, rows * hidden), post = zeros(b, rows * hc), comb = zeros(b, rows * hc * hc);
+    b.cpu->hc_pre(h[kCpu], rows, hc, hidden, p, 1e-6, 1e-6, 20, y_cpu[kCpu], post[kCpu], comb[kCpu]);
+
+    const size_t n_part = cuda::hc_part_count(rows, width, m), row_part = n_part / rows;
+    DeviceDoubles part[2] = {DeviceDoubles(n_part), DeviceDoubles(n_part)};
+    PairF y = zeros(b, rows * hidden), y_tiled = zeros(b, rows * hidden);
+    b.gpu->synchronize();
+    const cuda::HcKernels kernels[2] = {cuda::HcKernels::shipped, cuda::HcKernels::row_tiled};
+    float* ys[2] = {y[kGpu], y_tiled[kGpu]};
+    for (int k = 0; k < 2; ++k) {
+      cuda::hc_mix_partials(kernels[k], h[kGpu], rows, width, fn_d[kGpu], false, m, part[k].p, nullptr);
+      cuda::hc_collapse(kernels[k], h[kGpu], part[k].p, rows, hc, hidden, m, 1e-6, scale_d[kGpu], base_d[kGpu],
+                        false, 1e-6, ys[k], nullptr);
+    }
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // our launches ran on the default stream
+    const std::string at = " hc " + std::to_string(hc) + " hidden " + std::to_string(hidden) + " rows " +
+                           std::to_string(rows);
+    const std::vector<double> tiled = part[1].get(0, n_part);
+    check_bitwise("row-tiled mix partials vs shipped" + at, part[0].get(0, n_part), tiled);
+    check_bitwise("row-tiled y vs shipped" + at, get(b, y, kGpu), get(b, y_tiled, kGpu));
+    check_close("row-tiled y vs cpu" + at, get(b, y_cpu, kCpu), get(b, y_tiled, kGpu), 1e-6, 1e-6);
+
+    DeviceDoubles one(row_part);
+    for (int t : {0, rows / 2, rows - 1}) {
+      cuda::hc_mix_partials(cuda::HcKernels::row_tiled, h[kGpu] + t * width, 1, width, fn_d[kGpu], false, m, one.p,
+                            nullptr);
+      const std::vector<double> row(tiled.begin() + t * row_part, tiled.begin() + (t + 1) * row_part);
+      check_bitwise("row-tiled mix partials, row " + std::to_string(t) + " alone" + at, row,
+                        one.get(0, row_part));
+    }
+  }
 }
 
 }  // namespace dsv4::twin

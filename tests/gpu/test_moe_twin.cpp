@@ -430,20 +430,22 @@ struct ExpertKernelScope {
   ExpertKernelScope& operator=(const ExpertKernelScope&) = delete;
 };
 
-const std::pair<cuda::ExpertKernel, const char*> kStagedKernels[] = {
-    {cuda::ExpertKernel::staged3, " staged S3"},
-    {cuda::ExpertKernel::staged4, " staged S4"},
-    {cuda::ExpertKernel::staged4_placed, " staged S4 placed"}};
+using ExpertKernels = std::vector<std::pair<cuda::ExpertKernel, const char*>>;
+const ExpertKernels kStagedKernels = {{cuda::ExpertKernel::staged3, " staged S3"},
+                                      {cuda::ExpertKernel::staged4, " staged S4"},
+                                      {cuda::ExpertKernel::staged4_placed, " staged S4 placed"}};
 
-// The staged kernels feed the shipped kernel's products in its K order and combine the
-// same partials, so every arm's output is the shipped kernel's bit for bit: on the first n
-// rows for n in 1, 2, 4, 6, 8 (<= rows) and all rows; the staged rows equal the same rows
-// alone (SPECDECODE.md §6.3); the first cpu_rows rows against the CPU reference at
-// check_moe's bounds. x starts x_offset floats into its buffer: 1 leaves every row
-// unaligned, which the staged choice must answer with the shipped kernel (the same bits,
-// no misaligned copy). scale_2 > 0 as in check_moe.
-void check_staged(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host, uint64_t seed,
-                  int cpu_rows, float scale_2 = 0.0f, int x_offset = 0) {
+// The kernels feed the shipped kernel's products in its K order and combine the same
+// partials, so every arm's output of each is the shipped kernel's bit for bit: on the
+// first n rows for n in 1, 2, 4, 6, 8 (<= rows) and all rows; each kernel's rows equal the
+// same rows alone (SPECDECODE.md §6.3); the first kernel's first cpu_rows rows against the
+// CPU reference at check_moe's bounds. x starts x_offset floats into its buffer: 1 leaves
+// every row unaligned, which a staged choice must answer with the shipped kernel (the same
+// bits, no misaligned copy) and the shipped kernel's variants with their scalar loads.
+// scale_2 > 0 as in check_moe.
+void check_expert_kernels(const ExpertKernels& kernels, const MoeShape& s, ExpertRecipe recipe,
+                          const std::vector<int32_t>& sel_host, uint64_t seed, int cpu_rows, float scale_2 = 0.0f,
+                          int x_offset = 0) {
   const int rows = static_cast<int>(sel_host.size()) / kK;
   Backends b;
   Rng rng(seed);
@@ -471,30 +473,35 @@ void check_staged(const MoeShape& s, ExpertRecipe recipe, const std::vector<int3
         ExpertKernelScope scope(cuda::ExpertKernel::shipped);
         return run(0, n);
       }();
-      for (const auto& [kernel, name] : kStagedKernels) {
+      for (const auto& [kernel, name] : kernels) {
         ExpertKernelScope scope(kernel);
         check_bitwise(what + name + " first " + std::to_string(n) + " rows vs shipped", shipped, run(0, n));
       }
     }
-    ExpertKernelScope scope(cuda::ExpertKernel::staged4);
-    const std::vector<float> all = run(0, rows);
-    std::vector<float> singles;
-    for (int t = 0; t < rows; ++t) {
-      const std::vector<float> one = run(t, 1);
-      singles.insert(singles.end(), one.begin(), one.end());
+    std::vector<float> first_all;
+    for (const auto& [kernel, name] : kernels) {
+      ExpertKernelScope scope(kernel);
+      const std::vector<float> all = run(0, rows);
+      std::vector<float> singles;
+      for (int t = 0; t < rows; ++t) {
+        const std::vector<float> one = run(t, 1);
+        singles.insert(singles.end(), one.begin(), one.end());
+      }
+      check_bitwise(what + name + " rows vs single rows", all, singles);
+      if (first_all.empty()) first_all = all;
     }
-    check_bitwise(what + " staged S4 rows vs single rows", all, singles);
     PairF ref = zeros(b, static_cast<size_t>(cpu_rows) * s.hidden);
     b.cpu->moe(blk.w, x[kCpu] + x_offset, cpu_rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
-    check_close(what + " staged S4 vs cpu, first " + std::to_string(cpu_rows) + " rows", get(b, ref, kCpu),
-                std::vector<float>(all.begin(), all.begin() + ref.n), a.rel_l2, a.max_norm);
+    check_close(what + kernels.front().second + " vs cpu, first " + std::to_string(cpu_rows) + " rows",
+                get(b, ref, kCpu), std::vector<float>(first_all.begin(), first_all.begin() + ref.n), a.rel_l2,
+                a.max_norm);
   }
 }
 
 // Flash shapes (hidden 4096, inter 2048: 4 / 2 chunks a warp per item), 8 rows: rows 0-3
 // share experts 3, 10 and 99 in other slots, rows 4-7 pick distinct ones, row 7 row 6's
 // in reverse; the shared experts' tiles have 2-4 columns, the others one (7 zero columns).
-TEST_CASE("moe staged expert kernel at Flash shapes: the shipped kernel's bits at 1-8 rows, both recipes, every arm") {
+std::vector<int32_t> flash_verify_selection() {
   std::vector<int32_t> sel;
   for (int t = 0; t < 8; ++t)
     for (int j = 0; j < kK; ++j) {
@@ -502,30 +509,50 @@ TEST_CASE("moe staged expert kernel at Flash shapes: the shipped kernel's bits a
       sel.push_back(t < 4 && j < 3 ? std::array<int32_t, 3>{3, 10, 99}[(t + j) % 3] : own);
     }
   std::reverse_copy(sel.begin() + 6 * kK, sel.begin() + 7 * kK, sel.begin() + 7 * kK);
-  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    check_staged(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 101 : 102, 2);
+  return sel;
 }
 
-// Small widths: K of 2 chunks (up) and 1 (down), fewer than the 8 warps, so most warps of
-// a block copy and multiply nothing; 20 rows sharing experts 0 and 9 fill tiles of 8
-// columns (and one of 4); an NVFP4 weight_scale_2 that is no power of two (native arm).
-TEST_CASE("moe staged expert kernel at small widths and 20 rows: the shipped kernel's bits") {
-  constexpr int kMany = 20;
+TEST_CASE("moe staged expert kernel at Flash shapes: the shipped kernel's bits at 1-8 rows, both recipes, every arm") {
+  const std::vector<int32_t> sel = flash_verify_selection();
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_expert_kernels(kStagedKernels, kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 101 : 102, 2);
+}
+
+// 20 rows sharing experts 0 and 9: tiles of 8 columns (and one of 4).
+constexpr int kMany = 20;
+std::vector<int32_t> many_rows_selection() {
   std::vector<int32_t> sel;
   for (int t = 0; t < kMany; ++t) {
     const int32_t own[kK] = {9, (t % 7) + 1, 0, (t % 5) + 10, 8, 15};
     sel.insert(sel.end(), own, own + kK);
   }
-  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    check_staged(kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 103 : 104, kMany);
-  check_staged(kSmall, ExpertRecipe::nvfp4, sel, 105, kMany, 0.0123f);
+  return sel;
 }
-
-TEST_CASE("moe staged expert kernel: activations not 16-byte aligned run the shipped kernel (same bits)") {
+// kRows rows of distinct experts at small widths.
+std::vector<int32_t> small_selection() {
   std::vector<int32_t> sel(kRows * kK);
   for (int t = 0; t < kRows; ++t)
     for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;
-  check_staged(kSmall, ExpertRecipe::mxfp4, sel, 106, kRows, 0.0f, 1);
+  return sel;
+}
+
+// Small widths: K of 2 chunks (up) and 1 (down), fewer than the 8 warps, so most warps of
+// a block load and multiply nothing; 20 rows sharing experts 0 and 9 fill tiles of 8
+// columns (and one of 4); an NVFP4 weight_scale_2 that is no power of two (native arm).
+// Seeds seed .. seed + 2.
+void check_small_widths_many_rows(const ExpertKernels& kernels, uint64_t seed) {
+  const std::vector<int32_t> sel = many_rows_selection();
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_expert_kernels(kernels, kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? seed : seed + 1, kMany);
+  check_expert_kernels(kernels, kSmall, ExpertRecipe::nvfp4, sel, seed + 2, kMany, 0.0123f);
+}
+
+TEST_CASE("moe staged expert kernel at small widths and 20 rows: the shipped kernel's bits") {
+  check_small_widths_many_rows(kStagedKernels, 103);
+}
+
+TEST_CASE("moe staged expert kernel: activations not 16-byte aligned run the shipped kernel (same bits)") {
+  check_expert_kernels(kStagedKernels, kSmall, ExpertRecipe::mxfp4, small_selection(), 106, kRows, 0.0f, 1);
 }
 
 // Every prefill expert kernel (kernels/cuda/expert_gemm.cuh, through cuda::moe_gemm_with;
@@ -573,6 +600,38 @@ TEST_CASE("moe_gemm_with refuses a backend other than cuda, by name") {
   CHECK_THROWS_WITH_AS(cuda::moe_gemm_with(*b.cpu, cuda::ExpertGemmKernel::ring_w16, blk.w, x[kCpu], 1, nullptr, nullptr,
                                            kK, 0.0f, Numerics{}, x[kCpu]),
                        doctest::Contains("needs the cuda backend, got cpu"), Error);
+}
+
+// The shipped kernel's variants (moe_experts.cuh MmaKnobs, moe.cu knobs_of): more chunks
+// loaded ahead, the next group loaded before the current one is multiplied (across work
+// items), the e2m1 codes placed, one more resident block per SM. None changes a product or
+// the K order, so each gives the shipped bits.
+const ExpertKernels kShippedVariants = {{cuda::ExpertKernel::ahead3, " ahead 3"},
+                                        {cuda::ExpertKernel::ahead4, " ahead 4"},
+                                        {cuda::ExpertKernel::pipelined1, " pipelined 1"},
+                                        {cuda::ExpertKernel::pipelined2, " pipelined 2"},
+                                        {cuda::ExpertKernel::placed, " placed"},
+                                        {cuda::ExpertKernel::occupancy, " occupancy +1"},
+                                        {cuda::ExpertKernel::pipelined1_placed, " pipelined 1 placed"},
+                                        {cuda::ExpertKernel::pipelined1_occupancy, " pipelined 1 occupancy +1"}};
+
+// At one row a call has 6 tiles: up 768 items, down 1536, over the resident blocks (2-4
+// per SM), so every block walks several items and the pipelined variants carry a group
+// across item boundaries; 8 rows give 42 tiles.
+TEST_CASE("moe shipped kernel's variants at Flash shapes: the shipped kernel's bits at 1-8 rows, both recipes, "
+          "every arm") {
+  const std::vector<int32_t> sel = flash_verify_selection();
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_expert_kernels(kShippedVariants, kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 107 : 108, 2);
+}
+
+// A pipelined warp with no chunk (small widths: 2 up, 1 down) carries no group.
+TEST_CASE("moe shipped kernel's variants at small widths and 20 rows: the shipped kernel's bits") {
+  check_small_widths_many_rows(kShippedVariants, 109);
+}
+
+TEST_CASE("moe shipped kernel's variants: activations not 16-byte aligned (scalar loads), the same bits") {
+  check_expert_kernels(kShippedVariants, kSmall, ExpertRecipe::mxfp4, small_selection(), 112, kRows, 0.0f, 1);
 }
 
 }  // namespace dsv4::twin

@@ -114,10 +114,11 @@ class TracingOps final : public OpDecorator<TracingOps> {
               const float*, const int32_t*, int, int, int, int32_t* idx, int stride, int) {
     reci("indexer_topk", idx, static_cast<size_t>(rows) * stride);
   }
-  void record(OpTag<"sink_attention">, const float*, int rows, int heads, int dim, const float*,
-              const int32_t* idx, int width, const TensorView&, float, float* o) {
+  template <OneOf<OpTag<"sink_attention">, OpTag<"sink_attention_gemm">> O>
+  void record(O, const float*, int rows, int heads, int dim, const float*, const int32_t* idx, int width,
+              const TensorView&, float, float* o) {
     reci("attention index", idx, static_cast<size_t>(rows) * width);
-    rec("sink_attention", o, static_cast<size_t>(rows) * heads * dim);
+    rec(std::string(O::name), o, static_cast<size_t>(rows) * heads * dim);
   }
   template <OneOf<OpTag<"route">, OpTag<"route_dev">> O>
   void record(O, const BlockWeights&, const float*, int rows, const int32_t*, int, int, int k,

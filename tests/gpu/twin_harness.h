@@ -215,12 +215,12 @@ inline void check_close(const std::string& what, const std::vector<float>& ref,
 }
 
 // Bitwise equality of two CUDA results (row-count independence, SPECDECODE.md §6.3).
-inline void check_bitwise(const std::string& what, const std::vector<float>& a,
-                          const std::vector<float>& b) {
+template <class T>
+void check_bitwise(const std::string& what, const std::vector<T>& a, const std::vector<T>& b) {
   REQUIRE(a.size() == b.size());
   size_t first = a.size();
   for (size_t i = 0; i < a.size() && first == a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) first = i;
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) first = i;
   INFO(what << ": first differing element " << first << " of " << a.size());
   CHECK(first == a.size());
 }

@@ -64,7 +64,8 @@ TEST_CASE("TracingOps records what each op wrote and changes no result") {
       "embed", "grouped_wo_a", "grouped_wo_a_gemm", "hadamard_fp4", "hc_head", "hc_post",
       "hc_pre", "head_rms", "indexer_topk", "inverse", "kv_act_quant", "linear_bf16",
       "linear_bf16_gemm", "linear_fp8", "linear_fp8_gemm", "linear_island",
-      "linear_island_gemm", "moe", "moe_gemm", "rmsnorm", "rope", "route", "sink_attention"};
+      "linear_island_gemm", "moe", "moe_gemm", "rmsnorm", "rope", "route", "sink_attention",
+      "sink_attention_gemm"};
   std::string differences;
   for (const std::string& l : traced_ops)
     if (!labels.count(l)) differences += " missing " + l;

@@ -1,0 +1,166 @@
+// dsv4-dev-hc: hc_pre's mix partials and collapse (MODEL.md §4.4 steps 1-3) at the Flash
+// shapes (hc 4, hidden 4096: h rows of 16,384, fn [24, 16384]) on 1, 8, 1024 and 2048 rows,
+// llm.c dev/cuda style. "shipped" is hc.cu's kernels (what CudaOps::hc_pre runs), "tiled"
+// hc_rows.cu's row-tiled ones (cuda::HcKernels). Each is timed alone (mix, collapse), the
+// tiled outputs compared bit for bit with the shipped ones (every partial, every y), and
+// both checked on 8 sampled rows against the CPU oracle (kernels/cpu/hc.h): the mixes
+// from the partials (summed on the host) within 1e-11 of max |mix| (f64 sums of 16,384
+// products in two orders: ~1e-14), y within the twin test's 1e-6. The whole op at the
+// model's shapes: dsv4-bench-ops --rows 1024 (hc_pre, its split on the side stream).
+// GFLOP/s counts the mix's multiply-adds (2 x 25 x 16,384 a row); GB/s h's bytes once.
+// usage: dsv4-dev-hc [reps]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/cuda_check.h"
+#include "bench/dev/dev_bench.h"
+#include "kernels/cpu/hc.h"
+#include "kernels/cuda/hc_rows.cuh"
+
+namespace {
+
+using namespace dsv4;
+using dev::device_alloc;
+using dev::device_copy;
+using dev::download;
+
+constexpr int kHc = 4, kHidden = 4096, kMixes = (2 + kHc) * kHc, kSampled = 8, kIters = 20;
+constexpr int64_t kWidth = int64_t{kHc} * kHidden;
+constexpr double kNormEps = 1e-6, kHcEps = 1e-6, kMixBound = 1e-11, kYBound = 1e-6;
+
+// The weights and one problem's rows, on the host and the device.
+struct Problem {
+  int rows;
+  std::vector<float> h, fn, base, scale{0.7f, 1.3f, 2.0f};
+  float *d_h, *d_fn, *d_base, *d_scale;
+  Problem(int n, std::mt19937& gen) : rows(n) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    h.resize(static_cast<size_t>(rows) * kWidth);
+    for (float& v : h) v = normal(gen);
+    fn.resize(static_cast<size_t>(kMixes) * kWidth);
+    for (float& v : fn) v = normal(gen) * 1.6f / std::sqrt(static_cast<float>(kWidth));  // mixes O(1)
+    for (int j = 0; j < kMixes; ++j) base.push_back(0.5f * normal(gen));
+    d_h = device_copy(h);
+    d_fn = device_copy(fn);
+    d_base = device_copy(base);
+    d_scale = device_copy(scale);
+  }
+  ~Problem() {
+    for (float* d : {d_h, d_fn, d_base, d_scale}) DSV4_CUDA_CHECK(cudaFree(d));
+  }
+};
+
+// One kernel set's outputs and times.
+struct Run {
+  std::vector<double> part;
+  std::vector<float> y;
+  float mix_us = 0, collapse_us = 0;
+};
+
+Run run(cuda::HcKernels kernels, const Problem& p, int reps, cudaStream_t s) {
+  const size_t n_part = cuda::hc_part_count(p.rows, kWidth, kMixes);
+  double* part = device_alloc<double>(n_part);
+  float* y = device_alloc<float>(static_cast<size_t>(p.rows) * kHidden);
+  Run r;
+  r.mix_us = dev::time_launches(
+      [&] { cuda::hc_mix_partials(kernels, p.d_h, p.rows, kWidth, p.d_fn, false, kMixes, part, s); }, reps, s);
+  r.collapse_us = dev::time_launches(
+      [&] {
+        cuda::hc_collapse(kernels, p.d_h, part, p.rows, kHc, kHidden, kMixes, kNormEps, p.d_scale, p.d_base, false,
+                          kHcEps, y, s);
+      },
+      reps, s);
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(s));
+  r.part = download(part, n_part);
+  r.y = download(y, static_cast<size_t>(p.rows) * kHidden);
+  DSV4_CUDA_CHECK(cudaFree(part));
+  DSV4_CUDA_CHECK(cudaFree(y));
+  return r;
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// Worst mix error (over max |mix|, a row at a time) and y's closeness on the sampled rows,
+// against cpu_hc_mixes / cpu_hc_split / cpu_hc_collapse.
+struct Check {
+  double mix = 0;
+  dev::Closeness y;
+};
+Check check_cpu(const Problem& p, const Run& r) {
+  const int64_t slices = (kWidth + 127) / 128;
+  Check c;
+  std::vector<float> y_ref, y_got;
+  for (int i = 0; i < kSampled; ++i) {
+    const int t = static_cast<int>(int64_t{i} * (p.rows - 1) / std::max(1, kSampled - 1));
+    const float* ht = p.h.data() + t * kWidth;
+    double ref[kMixes], raw[kMixes + 1];
+    cpu_hc_mixes(ht, kWidth, p.fn.data(), kMixes, kNormEps, ref);
+    for (int j = 0; j <= kMixes; ++j) {
+      raw[j] = 0;
+      for (int64_t s = 0; s < slices; ++s) raw[j] += r.part[(t * (kMixes + 1) + j) * slices + s];
+    }
+    const double rs = 1.0 / std::sqrt(raw[kMixes] / static_cast<double>(kWidth) + kNormEps);
+    double err = 0, top = 0;
+    for (int j = 0; j < kMixes; ++j) {
+      err = std::max(err, std::fabs(raw[j] * rs - ref[j]));
+      top = std::max(top, std::fabs(ref[j]));
+    }
+    c.mix = std::max(c.mix, err / top);
+    float pre[kHc], post[kHc], comb[kHc * kHc], y[kHidden];
+    cpu_hc_split(ref, kHc, p.scale.data(), p.base.data(), kHcEps, kIters, pre, post, comb);
+    cpu_hc_collapse(ht, pre, kHc, kHidden, y);
+    y_ref.insert(y_ref.end(), y, y + kHidden);
+    y_got.insert(y_got.end(), r.y.begin() + t * kHidden, r.y.begin() + (t + 1) * kHidden);
+  }
+  c.y = dev::closeness(y_ref, y_got);
+  return c;
+}
+
+void report(const char* name, const Problem& p, const Run& r, const Check& c) {
+  const double flop = 2.0 * p.rows * (kMixes + 1) * kWidth, bytes = 4.0 * p.rows * kWidth;
+  std::printf("rows %5d %-7s mix %9.1f us %7.1f GFLOP/s %6.0f GB/s  collapse %8.1f us  total %9.1f us  "
+              "cpu: mix %.1e %s y rel_l2 %.1e max_norm %.1e %s\n",
+              p.rows, name, r.mix_us, flop / (r.mix_us * 1e3), bytes / (r.mix_us * 1e3), r.collapse_us,
+              r.mix_us + r.collapse_us, c.mix, c.mix <= kMixBound ? "ok" : "OVER-TOLERANCE", c.y.rel_l2,
+              c.y.max_norm, c.y.within(kYBound) ? "ok" : "OVER-TOLERANCE");
+}
+
+}  // namespace
+
+int run_all(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 20;
+  cudaStream_t s = nullptr;
+  DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::mt19937 gen(11);
+  std::printf("dsv4-dev-hc on %d SMs: hc %d hidden %d (width %lld), %d mixes + the sum of squares\n",
+              dev::device_sms(), kHc, kHidden, static_cast<long long>(kWidth), kMixes);
+  bool all_ok = true;
+  for (int rows : {1, 8, 1024, 2048}) {
+    const Problem p(rows, gen);
+    const Run shipped = run(cuda::HcKernels::shipped, p, reps, s);
+    const Run tiled = run(cuda::HcKernels::row_tiled, p, reps, s);
+    const Check cs = check_cpu(p, shipped), ct = check_cpu(p, tiled);
+    report("shipped", p, shipped, cs);
+    report("tiled", p, tiled, ct);
+    const bool bits = same_bits(shipped.part, tiled.part) && same_bits(shipped.y, tiled.y);
+    std::printf("  mix x%.2f collapse x%.2f %s\n", shipped.mix_us / tiled.mix_us,
+                shipped.collapse_us / tiled.collapse_us, bits ? "bits=shipped" : "BITS-DIFFER-FROM-SHIPPED");
+    all_ok = all_ok && bits && ct.mix <= kMixBound && ct.y.within(kYBound) && cs.mix <= kMixBound &&
+             cs.y.within(kYBound);
+  }
+  DSV4_CUDA_CHECK(cudaStreamDestroy(s));
+  std::printf("%s\n", all_ok ? "all ok" : "FAILED");
+  return all_ok ? 0 : 1;
+}
+
+int main(int argc, char** argv) { return dsv4::dev::guarded_main("dsv4-dev-hc", argc, argv, run_all); }

@@ -1,0 +1,64 @@
+// Device pieces of the hyper-connection ops (MODEL.md §4.4, §4.25) shared by hc.cu (the
+// shipped kernels) and hc_rows.cu (the row-tiled ones for a prefill's rows): the mix
+// partials' slices, the fixed-order combine of a row's slices, rs, and the collapse's pre
+// weights. One definition each, so both kernel sets round alike.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cuda/device_math.cuh"
+
+namespace dsv4::cuda::hc {
+
+constexpr int kMaxHc = 8;
+constexpr int kMaxSums = (2 + kMaxHc) * kMaxHc + 1;  // the mixes and the sum of squares
+constexpr int kSlice = 128;                          // columns of one mix partial
+constexpr int kPerLane = kSlice / kWarp;             // a lane's columns of a slice
+
+inline int64_t slices_of(int64_t width) { return (width + kSlice - 1) / kSlice; }
+
+struct SplitArgs {  // §4.4 step 2; post / comb null: hc_head (§4.25, no split)
+  DenseW scale, base;
+  double hc_eps;
+  int iters;
+  float *post, *comb;
+};
+
+__device__ inline double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
+
+// raw[j] = the slices of row t's partial j summed lane-strided in ascending slice, then the
+// butterfly (one warp, the same order wherever it runs).
+__device__ inline double mix_sum(const double* part, int64_t slices, int64_t t, int m, int j) {
+  const double* pj = part + (t * (m + 1) + j) * slices;
+  double r = 0.0;
+  for (int64_t s = threadIdx.x % kWarp; s < slices; s += kWarp) r += pj[s];
+  return warp_sum(r);
+}
+
+// rs = 1/sqrt(raw[m] / width + norm_eps) (§4.4 step 1).
+__device__ inline double mix_rs(const double* raw, int m, int hc, int hidden, double norm_eps) {
+  return 1.0 / sqrt(raw[m] / static_cast<double>(int64_t{hc} * hidden) + norm_eps);
+}
+
+// pre[c] = sigma(mix(c) scale[0] + base[c]) + hc_eps rounded to f32 (§4.4 step 2 / §4.25
+// step 2), mix(c) = raw[c] * rs.
+__device__ inline float collapse_pre(const double* raw, double rs, int c, const SplitArgs& a) {
+  return static_cast<float>(sigmoid((raw[c] * rs) * static_cast<double>(a.scale.at(0)) + a.base.at(c)) +
+                            a.hc_eps);
+}
+
+// y[t, d] = sum_c pre[c] h[t, c, d] in ascending c, f32 (§4.4 step 3).
+__device__ inline float collapse_sum(const float* pre, const float (&x)[kMaxHc], int hc) {
+  float acc = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kMaxHc; ++c)
+    if (c < hc) acc += pre[c] * x[c];
+  return acc;
+}
+
+// The row-tiled kernels (hc_rows.cu), same arguments and outputs as hc.cu's launches.
+void launch_mix_rows(cudaStream_t stream, const float* h, int64_t rows, int64_t width, const DenseW& fn, int m,
+                     double* part);
+void launch_collapse_rows(cudaStream_t stream, const float* h, const double* part, int64_t rows, int hc,
+                          int hidden, int m, double norm_eps, const SplitArgs& a, float* y);
+
+}  // namespace dsv4::cuda::hc

@@ -1,0 +1,225 @@
+// The row-tiled hyper-connection kernels for a prefill's many rows (issue 13; MODEL.md §4.4
+// steps 1-3, §4.25 steps 1-3), bit for bit the shipped kernels of hc.cu.
+//
+// Mix partials: the shipped kernel gives one warp one (row, mix, slice) at a time: lane l
+// sums the f64 products of columns l, l+32, l+64, l+96 of the slice (ascending), then a
+// butterfly (xor 16, 8, 4, 2, 1) adds the 32 lane partials: ~45 warp instructions (ten
+// shuffles and ten moves for them, four f32 -> f64 conversions, four multiplies, nine adds)
+// per 128 multiply-adds. Here one thread computes a whole (row, mix, slice) partial: the
+// same 32 lane partials in the same order, added along the butterfly's tree walked depth
+// first (ButterflyWalk), with no shuffles: ~8 warp instructions a partial. A block
+// stages one slice of fn (24 mixes) and of a 64-row tile of h in shared memory as f64
+// (converted once), and each of its 256 threads owns 2 rows x 3 mixes (6 partials: 10
+// 16-byte shared loads feed 24 f64 FMAs); a ninth warp takes the tile's sums of squares.
+// Collapse: one 256-thread block per row (not four 1024-thread blocks each combining the
+// same five mixes).
+#include <algorithm>
+
+#include "base/cuda_check.h"
+#include "base/error.h"
+#include "kernels/cuda/hc_device.cuh"
+
+namespace dsv4::cuda::hc {
+
+namespace {
+
+constexpr int kTileRows = 64;                              // rows of h a block stages
+constexpr int kPairs = kTileRows / 2;                      // a thread's rows: p and p + kPairs
+constexpr int kMixesPerThread = 3;
+constexpr int kGroups = 8;                                 // mix threads per row pair
+constexpr int kBlockMixes = kGroups * kMixesPerThread;     // fn rows a block stages (grid.z: more)
+constexpr int kMixThreads = kGroups * kPairs;              // 256: thread g + 8 p
+constexpr int kMixRowsThreads = kMixThreads + kWarp;       // + the sums-of-squares warp
+constexpr int kStride = kSlice + 2;  // doubles a staged row: 16 B of pad so the rows a load
+                                     // instruction reads fall in distinct banks
+constexpr size_t kMixSmem = sizeof(double) * (kBlockMixes + kTileRows) * kStride;
+constexpr int kLevels = 5;  // log2(kWarp): the butterfly's levels
+
+// Lane position l's columns of a slice (l + 32 i, i ascending) are staged contiguously at
+// l * kPerLane + i, so a thread reads them with two 16-byte loads.
+static_assert(kPerLane == 4 && kSlice == kWarp * kPerLane, "the staged layout holds 4 columns a lane");
+
+__host__ __device__ constexpr int bitrev5(int n) {
+  return ((n & 1) << 4) | ((n & 2) << 2) | (n & 4) | ((n & 8) >> 2) | ((n & 16) >> 4);
+}
+
+// The shipped warp_sum of 32 lane partials, on one thread. The butterfly's lane 0 ends with
+// node(5, 0), where node(0, l) = partial l and node(k, x) = node(k-1, x) + node(k-1, x + 2^(5-k)):
+// leaves in depth-first order are lane positions bitrev5(n), n = 0..31, and before leaf n
+// the pending left children are one per set bit of n (a binary counter). Every node is the same
+// two operands added (f64 addition commutes), so the root equals the butterfly's bits.
+struct ButterflyWalk {
+  double pending[kLevels];
+  // Leaf n's partial in; at n = 31 the root out.
+  __device__ double push(int n, double v) {
+    int level = 0;
+#pragma unroll
+    for (; level < kLevels && (n >> level & 1); ++level) v = pending[level] + v;
+    if (level < kLevels) pending[level] = v;
+    return v;
+  }
+};
+
+// A lane position's partial: sum_i x[i] w[i] from 0.0, i ascending, as the shipped p += x * w.
+// The products of f32 values are exact in f64, so each fma rounds as the shipped add does.
+__device__ inline double lane_partial(const double2 (&x)[2], const double2 (&w)[2]) {
+  double p = 0.0;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    p = fma(x[i].x, w[i].x, p);
+    p = fma(x[i].y, w[i].y, p);
+  }
+  return p;
+}
+
+__device__ inline void load_lane(const double* row, int l, double2 (&v)[2]) {
+  const double2* p = reinterpret_cast<const double2*>(row + l * kPerLane);
+  v[0] = p[0];
+  v[1] = p[1];
+}
+
+// dst[r * kStride + l * 4 + i] = value(r, column i * 32 + l) in f64 for r < kRows: warp w
+// stages rows w, w + 9, ..., lane l its columns l + 32 i (four 128-byte loads a row, two
+// 16-byte stores: conflict-free). All of a thread's loads issue before its first store, so
+// the whole tile is in flight at once (64 rows: 32 KB a block).
+template <int kRows, class Value>
+__device__ void stage_rows(double* dst, Value value) {
+  constexpr int kWarps = kMixRowsThreads / kWarp, kPerWarp = (kRows + kWarps - 1) / kWarps;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  float v[kPerWarp][kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerWarp; ++i)
+#pragma unroll
+    for (int c = 0; c < kPerLane; ++c)
+      v[i][c] = warp + i * kWarps < kRows ? value(warp + i * kWarps, c * kWarp + lane) : 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPerWarp; ++i) {
+    if (warp + i * kWarps >= kRows) continue;
+    double2* d = reinterpret_cast<double2*>(dst + (warp + i * kWarps) * kStride + lane * kPerLane);
+    d[0] = make_double2(v[i][0], v[i][1]);
+    d[1] = make_double2(v[i][2], v[i][3]);
+  }
+}
+
+// Grid (slices, row tiles, ceil(m / 24)); block kMixRowsThreads. Writes the shipped
+// hc_mix_partial_kernel's part[(t * (m+1) + j) * slices + s] (j = m: the sum of squares, by
+// the z = 0 blocks' last warp).
+__global__ void __launch_bounds__(kMixRowsThreads, 2)
+hc_mix_rows_kernel(const float* h, int64_t rows, int64_t width, DenseW fn, int m, double* part) {
+  extern __shared__ double2 smem[];  // 16-byte aligned
+  double* ws = reinterpret_cast<double*>(smem);
+  double* xs = ws + kBlockMixes * kStride;
+  const int64_t slices = gridDim.x, s = blockIdx.x, k0 = s * kSlice;
+  const int j0 = blockIdx.z * kBlockMixes;
+  stage_rows<kBlockMixes>(ws, [&](int r, int k) {
+    return j0 + r < m && k0 + k < width ? fn.at((j0 + r) * width + k0 + k) : 0.0f;
+  });
+  const bool mixes = threadIdx.x < kMixThreads;  // warp-uniform
+  const int g = threadIdx.x % kGroups, p = mixes ? threadIdx.x / kGroups : threadIdx.x - kMixThreads;
+  for (int64_t t0 = int64_t{blockIdx.y} * kTileRows; t0 < rows; t0 += int64_t{gridDim.y} * kTileRows) {
+    __syncthreads();  // the previous tile is read (the first time: fn is staged before it is read)
+    stage_rows<kTileRows>(xs, [&](int r, int k) {
+      return t0 + r < rows && k0 + k < width ? h[(t0 + r) * width + k0 + k] : 0.0f;
+    });
+    __syncthreads();
+    const double* x_rows[2] = {xs + p * kStride, xs + (p + kPairs) * kStride};
+    const int64_t t[2] = {t0 + p, t0 + p + kPairs};
+    if (t[0] >= rows) continue;  // no row of this thread's here (a decode row's tile); no collective below
+    if (mixes) {
+      ButterflyWalk walk[2][kMixesPerThread];
+      double root[2][kMixesPerThread];
+#pragma unroll
+      for (int n = 0; n < kWarp; ++n) {
+        const int l = bitrev5(n);
+        double2 x[2][2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) load_lane(x_rows[r], l, x[r]);
+#pragma unroll
+        for (int q = 0; q < kMixesPerThread; ++q) {
+          double2 w[2];
+          load_lane(ws + (g * kMixesPerThread + q) * kStride, l, w);
+#pragma unroll
+          for (int r = 0; r < 2; ++r) root[r][q] = walk[r][q].push(n, lane_partial(x[r], w));
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int q = 0; q < kMixesPerThread; ++q) {
+          const int j = j0 + g * kMixesPerThread + q;
+          if (t[r] < rows && j < m) part[(t[r] * (m + 1) + j) * slices + s] = root[r][q];
+        }
+    } else if (blockIdx.z == 0) {  // the sums of squares: block-uniform
+      ButterflyWalk walk[2];
+      double root[2];
+#pragma unroll
+      for (int n = 0; n < kWarp; ++n) {
+        const int l = bitrev5(n);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          double2 x[2];
+          load_lane(x_rows[r], l, x);
+          root[r] = walk[r].push(n, lane_partial(x, x));
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        if (t[r] < rows) part[(t[r] * (m + 1) + m) * slices + s] = root[r];
+    }
+  }
+}
+
+constexpr int kCollapseThreads = 256;
+
+// One row per block (rows strided over the grid): warps 0..hc combine the row's pre mixes
+// and sum of squares (mix_sum, as the shipped hc_apply_kernel), then every thread takes
+// columns d = threadIdx.x + 256 i.
+__global__ void __launch_bounds__(kCollapseThreads)
+hc_collapse_rows_kernel(const float* h, const double* part, int64_t slices, int64_t rows, int hc, int hidden,
+                        int m, double norm_eps, SplitArgs a, float* y) {
+  __shared__ double raw[kMaxSums];
+  __shared__ float pre[kMaxHc];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
+    __syncthreads();  // the previous row's raw / pre are read
+    for (int q = warp; q < hc + 1; q += warps) {  // warp-uniform
+      const int j = q < hc ? q : m;
+      const double r = mix_sum(part, slices, t, m, j);
+      if (lane == 0) raw[j] = r;
+    }
+    __syncthreads();
+    if (threadIdx.x < hc) pre[threadIdx.x] = collapse_pre(raw, mix_rs(raw, m, hc, hidden, norm_eps), threadIdx.x, a);
+    __syncthreads();
+    const float* ht = h + t * hc * hidden;
+#pragma unroll 4
+    for (int d = threadIdx.x; d < hidden; d += blockDim.x) {
+      float x[kMaxHc];
+#pragma unroll
+      for (int c = 0; c < kMaxHc; ++c) x[c] = c < hc ? ht[int64_t{c} * hidden + d] : 0.0f;
+      y[t * hidden + d] = collapse_sum(pre, x, hc);
+    }
+  }
+}
+
+}  // namespace
+
+void launch_mix_rows(cudaStream_t stream, const float* h, int64_t rows, int64_t width, const DenseW& fn, int m,
+                     double* part) {
+  DSV4_CHECK(m >= 1 && m + 1 <= kMaxSums, "hc mix rows: m=", m);
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_mix_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kMixSmem)));
+  const dim3 grid(static_cast<unsigned>(slices_of(width)), grid_rows((rows + kTileRows - 1) / kTileRows),
+                  static_cast<unsigned>((m + kBlockMixes - 1) / kBlockMixes));
+  hc_mix_rows_kernel<<<grid, kMixRowsThreads, kMixSmem, stream>>>(h, rows, width, fn, m, part);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void launch_collapse_rows(cudaStream_t stream, const float* h, const double* part, int64_t rows, int hc,
+                          int hidden, int m, double norm_eps, const SplitArgs& a, float* y) {
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
+  hc_collapse_rows_kernel<<<blocks, kCollapseThreads, 0, stream>>>(h, part, slices_of(int64_t{hc} * hidden), rows,
+                                                                    hc, hidden, m, norm_eps, a, y);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace dsv4::cuda::hc
