@@ -26,6 +26,7 @@ constexpr int kRowTile = 8;        // rows of h a mix-partial block stages at a 
 constexpr int kMixRowBlocks = 16;  // mix-partial blocks per slice: each walks its row tiles
                                    // (fn loaded once per block, not once per 8 rows)
 constexpr int kMaxThreads = 1024;  // one warp per sum where it fits
+constexpr int64_t kHcRowTiledFrom = 64;  // rows from which hc_pre runs hc_rows.cu's kernels
 constexpr int kMaxWarps = kMaxThreads / cuda::kWarp;
 constexpr int kSumsPerWarp = (kMaxSums + kMaxWarps - 1) / kMaxWarps;
 
@@ -322,8 +323,11 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   const size_t parts = static_cast<size_t>(s) * (m + 1) * slices_of(width);
   double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
   const SplitLaunch side{split_stream_, split_fork_, split_done_};
-  // The adoption point of hc_rows.cu's kernels (bit for bit the same outputs).
-  launch_mix_collapse(cuda::HcKernels::shipped, stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a,
+  // Both kernel sets give the same bits (hc_rows.cuh), so the row count may pick: the
+  // row-tiled ones from kHcRowTiledFrom rows (dsv4-dev-hc at 3c8d2b5: 4.0x at 1,024 rows,
+  // even at 8, slower at 1).
+  const auto kernels = s >= kHcRowTiledFrom ? cuda::HcKernels::row_tiled : cuda::HcKernels::shipped;
+  launch_mix_collapse(kernels, stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a,
                       &side, part, y);
   split_pending_ = true;
 }
