@@ -1,21 +1,21 @@
-// dsv4-dev-moe-prefill: the prefill MoE's routed-expert GEMM (kernels/cuda/expert_gemm.cuh)
-// in variants (llm.c dev/cuda style) at the Flash shapes (256 experts, top 6, hidden 4096,
-// moe_intermediate 2048, NVFP4 by default), 1024 and 2048 rows, experts picked uniformly
-// or skewed (a few experts take most slots: tiles of 64 full, many tiles per expert).
-// regs: expert_gemm_kernel (the first kernel; CudaOps::moe_gemm's fallback); ring_w16 (what CudaOps::moe_gemm runs) / ring_w8:
-// expert_gemm_ring_kernel with 16 warps of one 16-row set / 8 warps of two, weights and
-// activations staged 3 chunks ahead (P = 1; 1 at P = 3) by cp.async — the same arithmetic
-// (each column's products in the same K order), so each must equal regs bit for bit. Both are checked against a double-precision
-// host reference on sampled (slot, row) outputs (the up projection's SwiGLU of w1 / w3
-// and the down projection, from the same staged inputs), tolerance 1e-5 (rel_l2 and
-// max_norm): exact products, only the f32 summation order differs (tests/gpu/
-// test_moe_twin.cpp's bound for the f32 arm, where no activation rounding follows).
+// dsv4-dev-moe-prefill: the prefill MoE's routed-expert GEMM (kernels/cuda/expert_gemm.cuh:
+// expert_gemm_ring_kernel, what CudaOps::moe_gemm runs; llm.c dev/cuda style) at the Flash
+// shapes (256 experts, top 6, hidden 4096, moe_intermediate 2048, NVFP4 by default), 1024
+// and 2048 rows, experts picked uniformly or skewed (a few experts take most slots: tiles
+// of 64 full, many tiles per expert). Weights and activations are staged 3 chunks ahead
+// (P = 1; 1 at P = 3) by cp.async. Checked against a double-precision host reference on
+// sampled (slot, row) outputs (the up projection's SwiGLU of w1 / w3 and the down
+// projection, from the same staged inputs), tolerance 1e-5 (rel_l2 and max_norm): exact
+// products, only the f32 summation order differs (tests/gpu/test_moe_twin.cpp's bound for
+// the f32 arm, where no activation rounding follows); the kernel's bits against the decode
+// kernel's are the twin test's (test_moe_twin.cpp "moe_gemm ... vs moe bitwise").
 // Planes: P = 1 (the default numerics, native: e4m3 activations, which bf16 holds
 // exactly — the benchmark's arm) and P = 3 (bf16 arm with f32 activations).
 // Time: one launch of the projection's kernel (event-timed mean over reps), TFLOP/s of
 // the slots' useful products (2 x slots x rows x K per projection) and GB/s of the used
 // experts' weights read once (FP4 codes and scales: the bytes a perfect kernel reads).
-// Success: every line says "ok" and (ring_*) "=regs"; the exit status is 1 otherwise.
+// Success: every line says "ok" and "=again" (a second launch gives the same bits); the
+// exit status is 1 otherwise.
 // usage: dsv4-dev-moe-prefill [reps] [mxfp4]
 #include <cuda_runtime.h>
 
@@ -38,7 +38,6 @@ namespace {
 
 using namespace dsv4;
 using namespace dsv4::cuda::prefill_moe;
-using cuda::ExpertGemmKernel;
 using cuda::ExpertW;
 using dev::closeness;
 using dev::device_sms;
@@ -48,7 +47,6 @@ constexpr int kExperts = 256, kTop = 6, kHidden = 4096, kInter = 2048;
 constexpr double kTolerance = 1e-5;
 constexpr int kSampleSlots = 24, kSampleRows = 48;  // host reference outputs per projection
 constexpr float kLimit = 10.0f;                     // SwiGLU clamp (D16)
-constexpr ExpertGemmKernel kKernels[] = {ExpertGemmKernel::regs, ExpertGemmKernel::ring_w16, ExpertGemmKernel::ring_w8};
 
 // Device bytes from a hash of (seed, index): the FP4 codes uniform; scale codes `lo` + h % span.
 __global__ void fill_bytes_kernel(uint8_t* p, int64_t n, uint32_t seed, int lo, int span) {
@@ -150,8 +148,8 @@ std::vector<int32_t> pick_experts(int rows, bool skewed, uint32_t seed) {
   return sel;
 }
 
-// One routing of `rows` rows at P planes: the staged inputs of both projections, the
-// regs kernel's outputs, and the reports of every variant.
+// One routing of `rows` rows at P planes: the staged inputs of both projections and the
+// kernel's reports on each.
 class Case {
  public:
   Case(const Experts& ex, int rows, bool skewed, int planes, int reps)
@@ -175,7 +173,7 @@ class Case {
                 static_cast<long long>(slots_), 100.0 * slots_ / (tl_.tiles * kTileSlots));
   }
 
-  // Runs both variants of both projections; false when a check fails.
+  // Runs both projections; false when a check fails.
   bool run() {
     float* x = device_copy(x_);
     float* wt = device_copy(wt_);
@@ -188,21 +186,19 @@ class Case {
     stage(x, int64_t{rows_} * kHidden / kGroup, xb);
     const GemmArgs up{ex_.table, tiles_, tiles_ + tl_.tiles, xb, int64_t{rows_} * kHidden / kGroup, kTop,
                       kInter, kHidden, h, wt, kLimit};
-    std::vector<float> h_regs;
-    for (ExpertGemmKernel k : kKernels)
-      ok &= report<true>(k, up, h, static_cast<size_t>(slots_) * kInter, h_regs, x_, kTop);
-    // Down: from the regs h (the native arm re-quantizes it: here P = 1 rounds it to
-    // bf16 in the planes; the reference takes the same rounded values).
-    std::vector<float> h_in = h_regs;
+    std::vector<float> h_out;
+    ok &= report<true>(up, h, static_cast<size_t>(slots_) * kInter, h_out, x_, kTop);
+    // Down: from that h (the native arm re-quantizes it: here P = 1 rounds it to bf16 in
+    // the planes; the reference takes the same rounded values).
+    std::vector<float> h_in = h_out;
     if (planes_ == 1)
       for (float& v : h_in) v = bf16_round(v);
     float* h_dev = device_copy(h_in);
     stage(h_dev, slots_ * kInter / kGroup, hb);
     const GemmArgs down{ex_.table, tiles_, tiles_ + tl_.tiles, hb, slots_ * kInter / kGroup, 1, kHidden, kInter, y,
                         wt, kLimit};
-    std::vector<float> y_regs;
-    for (ExpertGemmKernel k : kKernels)
-      ok &= report<false>(k, down, y, static_cast<size_t>(slots_) * kHidden, y_regs, h_in, 1);
+    std::vector<float> y_out;
+    ok &= report<false>(down, y, static_cast<size_t>(slots_) * kHidden, y_out, h_in, 1);
     for (void* p : {static_cast<void*>(x), static_cast<void*>(wt), static_cast<void*>(h), static_cast<void*>(y),
                     static_cast<void*>(xb), static_cast<void*>(hb), static_cast<void*>(h_dev)})
       DSV4_CUDA_CHECK(cudaFree(p));
@@ -220,39 +216,35 @@ class Case {
   }
 
   template <bool Up>
-  void launch(ExpertGemmKernel k, const GemmArgs& a) const {
+  void launch(const GemmArgs& a) const {
     const int64_t items = tl_.tiles * ((a.m + kItemRows<Up> - 1) / kItemRows<Up>);
     if (planes_ == 1)
-      launch_expert_gemm<Up, 1>(k, a, items, sms_, nullptr);
+      launch_expert_gemm<Up, 1>(a, items, sms_, nullptr);
     else
-      launch_expert_gemm<Up, 3>(k, a, items, sms_, nullptr);
+      launch_expert_gemm<Up, 3>(a, items, sms_, nullptr);
   }
 
-  // Times variant k, checks it against the reference on sampled outputs (and bitwise
-  // against the regs output, which the regs variant records).
+  // Times the kernel, checks it against the reference on sampled outputs and a fresh
+  // launch against the timed ones bit for bit; its outputs into `got`.
   template <bool Up>
-  bool report(ExpertGemmKernel k, const GemmArgs& a, float* out, size_t n, std::vector<float>& regs_out,
-              const std::vector<float>& in, int act_div) {
+  bool report(const GemmArgs& a, float* out, size_t n, std::vector<float>& got, const std::vector<float>& in,
+              int act_div) {
     DSV4_CUDA_CHECK(cudaMemset(out, 0xFF, n * sizeof(float)));  // NaN: an output never written fails
-    const float us = dev::time_launches([&] { launch<Up>(k, a); }, reps_, nullptr);
-    const std::vector<float> got = download(out, n);
+    const float us = dev::time_launches([&] { launch<Up>(a); }, reps_, nullptr);
+    got = download(out, n);
     const dev::Closeness c = closeness(reference<Up>(a, in, act_div), sampled<Up>(a, got));
     const double flops = 2.0 * double(slots_) * double(a.m) * double(a.k) * (Up ? 2 : 1);
     const Fp4W& w0 = ex_.host[0].w1;
     const Fp4W& w2 = ex_.host[0].w2;
     const double bytes = double(used_experts_) * (Up ? 2 * Experts::bytes(w0, kInter) : Experts::bytes(w2, kHidden));
     bool ok = c.within(kTolerance);
-    std::printf("  %-4s %-9s %9.1f us %7.1f TFLOP/s %7.1f GB/s  ref rel_l2 %.1e max_norm %.1e %s", Up ? "up" : "down",
-                cuda::expert_gemm_kernel_name(k), us, flops / us / 1e6, bytes / us / 1e3, c.rel_l2,
-                c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
-    if (k == ExpertGemmKernel::regs) {
-      regs_out = got;
-    } else {
-      const bool same = std::memcmp(regs_out.data(), got.data(), n * sizeof(float)) == 0;
-      std::printf(" %s", same ? "=regs" : "DIFFERS-FROM-REGS");
-      ok &= same;
-    }
-    std::printf("\n");
+    DSV4_CUDA_CHECK(cudaMemset(out, 0xFF, n * sizeof(float)));
+    launch<Up>(a);
+    const bool same = std::memcmp(got.data(), download(out, n).data(), n * sizeof(float)) == 0;
+    ok &= same;
+    std::printf("  %-4s %9.1f us %7.1f TFLOP/s %7.1f GB/s  ref rel_l2 %.1e max_norm %.1e %s %s\n", Up ? "up" : "down", us,
+                flops / us / 1e6, bytes / us / 1e3, c.rel_l2, c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE",
+                same ? "=again" : "DIFFERS-FROM-AGAIN");
     return ok;
   }
 
@@ -308,7 +300,7 @@ int run(int argc, char** argv) {
   for (int rows : {1024, 2048})
     for (bool skewed : {false, true}) ok &= Case(ex, rows, skewed, 1, reps).run();
   ok &= Case(ex, 1024, false, 3, reps).run();
-  std::printf("%s\n", ok ? "all variants ok" : "FAILED");
+  std::printf("%s\n", ok ? "all cases ok" : "FAILED");
   return ok ? 0 : 1;
 }
 

@@ -7,10 +7,9 @@
 // warp's next group of 1 / 2 chunks before multiplying the current one (across work
 // items), "placed" decodes the e2m1 codes by placing their bits (expert_mma.cuh
 // e2m1x8_to_bf16x2_placed), "occ +1" asks one more resident block per SM (fewer
-// registers), "pipe1 plc" / "pipe1 occ" pipe 1 with placed / occ +1. "staged S3" /
-// "staged S4" are the staged kernel (moe_decode.cu) with 3 / 4 ring slots, "S4 placed" the
-// latter with placed codes. All feed the same products in the same K order, so each must
-// equal the shipped output bit for bit ("=shipped"). Every variant is also checked against a host
+// registers), "pipe1 plc" / "pipe1 occ" pipe 1 with placed / occ +1. All feed the same
+// products in the same K order, so each must equal the shipped output bit for bit
+// ("=shipped"). Every variant is also checked against a host
 // reference (f64 sums of the decoded weights, CHECKPOINT.md §3.5-§3.7; every 8th output
 // row) at the twin test's f32-order bound, 1e-5 in rel_l2 and max_norm.
 // The up projection (w1, w3 + SwiGLU) and the down one (w2) are timed apart, as the
@@ -250,7 +249,7 @@ struct Variant {
   const char* name;
   cuda::ExpertKernel kernel;
 };
-// The shipped kernel's knobs first (moe.cu knobs_of), then the staged kernels.
+// The shipped kernel, then its variants (moe.cu knobs_of).
 constexpr Variant kVariants[] = {{"shipped", cuda::ExpertKernel::shipped},
                                  {"ahead 3", cuda::ExpertKernel::ahead3},
                                  {"ahead 4", cuda::ExpertKernel::ahead4},
@@ -259,10 +258,7 @@ constexpr Variant kVariants[] = {{"shipped", cuda::ExpertKernel::shipped},
                                  {"placed", cuda::ExpertKernel::placed},
                                  {"occ +1", cuda::ExpertKernel::occupancy},
                                  {"pipe1 plc", cuda::ExpertKernel::pipelined1_placed},
-                                 {"pipe1 occ", cuda::ExpertKernel::pipelined1_occupancy},
-                                 {"staged S3", cuda::ExpertKernel::staged3},
-                                 {"staged S4", cuda::ExpertKernel::staged4},
-                                 {"S4 placed", cuda::ExpertKernel::staged4_placed}};
+                                 {"pipe1 occ", cuda::ExpertKernel::pipelined1_occupancy}};
 
 // Every variant of one projection (nw 2 up, 1 down) at one recipe, plane count and row
 // count; returns false when a check failed.
@@ -280,7 +276,7 @@ bool run_case(const Experts& x, const std::vector<std::unique_ptr<Work>>& sets, 
   std::vector<float> shipped;
   bool ok = true;
   for (const Variant& v : kVariants) {
-    auto launch = [&](int set) { cuda::launch_expert_kernel(v.kernel, nw, planes, args(set), items_max, device, s); };
+    auto launch = [&](int set) { cuda::launch_expert_mma(v.kernel, nw, planes, args(set), items_max, device, s); };
     const float us = time_us(launch, reps, s);
     DSV4_CUDA_CHECK(cudaMemsetAsync(out, 0xFF, n_out * sizeof(float), s));  // NaN: an unwritten output fails
     launch(0);

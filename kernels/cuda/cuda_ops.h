@@ -19,7 +19,7 @@
 namespace dsv4 {
 
 namespace cuda {
-enum class ExpertGemmKernel : int;  // moe_prefill.h: the routed experts' GEMM kernel of moe_gemm
+enum class ExpertKernel;  // expert_kernel.h: the routed experts' kernel variant of moe
 struct GemvArgs;
 struct GemmProblem;
 class LtGemm;
@@ -135,15 +135,14 @@ class CudaOps final : public Ops {
                  float* wt) override;
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override;
+  // moe with its routed experts on the variant `kernel` (moe: shipped), for the twin test
+  // of the shipped kernel's variants (cuda::moe_with, expert_kernel.h).
+  void moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+              const float* wt, int k, float swiglu_limit, const Numerics& num, float* out);
   // The prefill MoE, grouped by expert (kernels/cuda/moe_prefill.cu).
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
-  // moe_gemm with its routed experts on `kernel` (moe_gemm: ring_w16), for the twin test
-  // and the dev bench of every expert GEMM kernel (cuda::moe_gemm_with, moe_prefill.h).
-  void moe_gemm_on(cuda::ExpertGemmKernel kernel, const BlockWeights& b, const float* x, int rows,
-                   const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
-                   float* out);
 
   void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
                     const int32_t* pos, KvQuant variant, float* ring, int slots) override;
@@ -213,9 +212,9 @@ class CudaOps final : public Ops {
   cuda::Fp4W fp4(const Fp4Linear& w);
   const float* rope_table(const RopeTable& t);  // device fc [positions, rd]
   // Device array of the block's experts (cuda::ExpertW [E]), built once per block; sets
-  // *inter to the common expert width I and *cp_async_aligned (when given) to whether every
-  // projection fits the cp.async expert kernels (cuda::cp_async_aligned, moe_experts.cuh).
-  const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter, bool* cp_async_aligned = nullptr);
+  // *inter to the common expert width I. Refuses, by name, a projection whose device bytes
+  // the prefill expert GEMM's cp.async copies cannot read (16-byte codes, 4-byte scales).
+  const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter);
   // Device copy of a hash layer's tid2eid [V, k], checked once against [0, n_experts);
   // keyed by the block's gate weight (the table's own vector has no storage identity).
   const int32_t* hash_table(const BlockWeights& b, int n_experts, int k);
@@ -261,7 +260,7 @@ class CudaOps final : public Ops {
   struct Resident { void* ptr; size_t nbytes; };
   std::map<Key, Resident> weights_;
   std::map<uint64_t, Resident> ropes_;  // keyed by RopeTable::id
-  struct ExpertTable { Resident table; int inter; bool cp_async_aligned; };
+  struct ExpertTable { Resident table; int inter; };
   std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
   std::map<Key, Resident> hash_tables_;  // keyed by the gate weight's bytes
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };

@@ -1,12 +1,11 @@
-// The routed experts' GEMM of the prefill MoE (issue 13; MODEL.md §4.23), in kernels that
-// compute the same bits (ExpertGemmKernel, moe_prefill.h): expert_gemm_kernel (regs: 8
-// warps, each two 16-row sets, the next chunk's weights in registers) and
-// expert_gemm_ring_kernel (weights and activations staged by a multi-stage cp.async ring,
-// one barrier a chunk; 16 warps of one set or 8 of two). Each feeds every output column
-// decode's products in decode's K order (moe.cu tile_product: chunk c into partial c % 8,
-// chunks of a partial ascending with the mma chained, the partials added in order, then
-// NVFP4's scale_2), so each equals `moe` bit for bit. moe_prefill.cu launches them (launch_expert_gemm); bench/dev/
-// moe_prefill_variants.cu times them side by side.
+// The routed experts' GEMM of the prefill MoE (issue 13; MODEL.md §4.23):
+// expert_gemm_ring_kernel, 16 warps of one 16-row set each, the weights, their scales and
+// the activations staged kPStages - 1 chunks ahead by a cp.async ring, one barrier a chunk.
+// It feeds every output column decode's products in decode's K order (moe.cu
+// tile_product: chunk c into partial c % 8, chunks of a partial ascending with the mma
+// chained, the partials added in order, then NVFP4's scale_2), so it equals `moe` bit for
+// bit. moe_prefill.cu launches it (launch_expert_gemm); bench/dev/moe_prefill_variants.cu
+// times it against a host reference.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -18,13 +17,11 @@
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/expert_mma.cuh"
-#include "kernels/cuda/moe_prefill.h"
 #include "kernels/cuda/swiglu.cuh"
 
 namespace dsv4::cuda::prefill_moe {
 
-constexpr int kThreads = 256;  // 8 warps sharing each staged activation chunk
-constexpr int kWarps = kThreads / cuda::kWarp;
+constexpr int kThreads = 256;  // bf16_planes_kernel's block
 constexpr int kPartials = cuda::kKWarps;  // moe.cu's K split: chunk c into partial c % 8
 constexpr int kNt = 8;                              // n8 tiles per tile: each A fragment feeds 8 mma
 constexpr int kTileSlots = kNt * cuda::kMmaCols;    // 64 slots per tile
@@ -92,14 +89,29 @@ struct GemmArgs {
   float limit;                   // up: SwiGLU clamp, <= 0 off (D16)
 };
 
-// 16-byte global -> shared copy, zero-filled when !valid (PTX "cp.async").
-__device__ inline void cp_async16(void* dst, const void* src, bool valid) {
+// cp.async (PTX ISA "cp.async") of Bytes (16 by .cg, L2 only; 4 by .ca: .cg takes 16
+// only) global -> shared, zero-filled when !valid. kLine asks L2 for the whole 128-byte
+// line (a cache hint: no value depends on it). Then the group commit and the wait for all
+// but the newest N groups.
+template <int Bytes, bool kLine = false>
+__device__ inline void cp_async(void* dst, const void* src, bool valid) {
+  static_assert(Bytes == 16 || Bytes == 4, "cp.async copies 4, 8 or 16 bytes; the ring uses 16 and 4");
   const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+  const int n = valid ? Bytes : 0;
+  if constexpr (Bytes == 16 && !kLine)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+  else if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+  else if constexpr (!kLine)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n));
+  else
+    asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n));
 }
 __device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ inline void cp_async_wait_prior() { asm volatile("cp.async.wait_group 1;\n" ::); }
-__device__ inline void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 // The chunk after c in the K order: partial c % 8's chunks ascending, partials ascending
 // (the decode kernel's warp w = c % 8); -1 after the last.
@@ -109,299 +121,39 @@ __device__ inline int next_chunk(int c, int chunks) {
   return r < kPartials && r < chunks ? r : -1;
 }
 
-// Shared memory of one stage: [P][q 4] planes of [col 64][t 4] 16-byte B groups, each
-// plane padded by 32 bytes. Lane (g, t) of n-tile n reads (q, 8n + g, t): a warp's 32
-// reads are 512 contiguous bytes; a staging thread (col, 4t + q) writes its group, and
-// the pad spreads 8 consecutive threads' (q, t) over distinct banks.
-constexpr int kPlanePad = 2;                               // uint4 per q plane
-constexpr int kPlane = kTileSlots * 4 + kPlanePad;         // uint4 per q plane
-template <int P>
-constexpr int kStage = P * 4 * kPlane;                     // uint4 per stage
-constexpr int kSets = 2;  // A fragment sets per warp: each staged B fragment feeds both
-// The kernel's dynamic shared memory: two stages, then v [warps][kSets][kNt][4][lanes] floats.
-template <int P>
-constexpr size_t kGemmSmem = 2 * kStage<P> * sizeof(uint4) + size_t{kWarps} * kSets * kNt * 4 * cuda::kWarp * 4;
+// A stage's activations: [P][q 4] planes of [col 64][t 4] 16-byte B groups, each plane
+// padded by 32 bytes. Lane (g, t) of n-tile n reads (q, 8n + g, t): a warp's 32 reads are
+// 512 contiguous bytes; a staging thread (col, 4t + q) writes its group, and the pad
+// spreads 8 consecutive threads' (q, t) over distinct banks.
+constexpr int kPlanePad = 2;                        // uint4 per q plane
+constexpr int kPlane = kTileSlots * 4 + kPlanePad;  // uint4 per q plane
 
-// Weight rows per block: up, warp w takes rows 16w .. of w1 and of w3 (128 rows of h);
-// down, rows 32w .. of w2 as two 16-row sets (256 rows; a warp past m idles).
-template <bool Up>
-constexpr int kItemRows = kWarps * kSets * cuda::kMmaRows / (Up ? 2 : 1);
-
-// Block = (tile, kItemRows weight rows from m0) items, item i + gridDim.x after item i
-// (one resident block per SM; an item's first chunk loads while the one before finishes).
-// A warp owns two 16-row sets (projection, rows) — up (w1, r0), (w3, r0); down (w2, r0),
-// (w2, r0 + 16) — and all 64 slots (n-tiles used only while the tile has slots there).
-// For every column the sum is moe.cu's tile_product's: lane (g, t) takes the run at
-// 128c + 32t of rows g and g + 8 of a set, chunk c goes into acc (the mma chained, chunks
-// of one partial ascending), each finished partial into v in partial order (v = partial
-// 0, then v += partial r). Two stages: the next chunk's activations (cp.async) and
-// weights (registers) load while this one computes. Up: out = swiglu(w1 sum, w3 sum)
-// (§4.23); down: the w2 sums.
-// Per mma (1,024 per block and chunk): 16 B of activation and 16 B of weight into the SM,
-// 128 B of shared memory read (one 16-byte B group feeds 2 sets x 2 steps).
-template <bool Up, int P>
-__global__ void __launch_bounds__(kThreads, 1) expert_gemm_kernel(GemmArgs a, int64_t items) {
-  extern __shared__ uint4 stage[];  // [2][kStage] (kGemmSmem)
-  __shared__ int64_t s_off[2][kTileSlots];
-  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
-  const int g = lane / 4, t = lane % 4;
-  const int64_t m_items = (a.m + kItemRows<Up> - 1) / kItemRows<Up>;
-  const int chunks = static_cast<int>(a.k / kChunk);
-
-  // An item's warp-side part: its tile's slots, the warp's two sets, whether the warp has rows.
-  struct Item {
-    const int32_t* slots;
-    cuda::Fp4W w[kSets];
-    int64_t rows[kSets];
-    int gs[kSets];  // log2 of the scale group
-    bool active;    // whole warps: m % 32 == 0 (its rows, or none)
-    int n_used;     // n-tiles with slots
-  };
-  // Item `it`'s sets, and its slots' activation offsets into s_off[sb] (a barrier: every
-  // thread calls it; the caller ensures nobody still reads s_off[sb]).
-  auto item_at = [&](int64_t it, int sb, Item& x) {
-    const int64_t tile = it / m_items;
-    const int64_t r0 = it % m_items * kItemRows<Up> + warp * (kItemRows<Up> / kWarps);
-    x.active = r0 < a.m;
-    x.slots = a.tile_slot + tile * kTileSlots;
-    const cuda::ExpertW* e = a.experts + a.tile_expert[tile];
-    if constexpr (Up) {
-      x.w[0] = e->w1, x.rows[0] = r0;
-      x.w[1] = e->w3, x.rows[1] = r0;
-    } else {
-      x.w[0] = x.w[1] = e->w2;
-      x.rows[0] = r0, x.rows[1] = r0 + cuda::kMmaRows;
-    }
-#pragma unroll
-    for (int j = 0; j < kSets; ++j) x.gs[j] = __ffs(x.w[j].group) - 1;
-    bool used = false;
-    if (threadIdx.x < kTileSlots) {
-      const int32_t s = x.slots[threadIdx.x];
-      used = s >= 0;
-      s_off[sb][threadIdx.x] = used ? int64_t{s / a.act_div} * (a.k / kGroup) : -1;
-    }
-    x.n_used = (__syncthreads_count(used) + cuda::kMmaCols - 1) / cuda::kMmaCols;  // and s_off is set
-  };
-  auto stage_chunk = [&](int sb, int c, int buf) {  // every thread: P * 1024 copies / 256
-#pragma unroll 1
-    for (int r = 0; r < P * kTileSlots * kGroups / kThreads; ++r) {
-      const int i = r * kThreads + threadIdx.x;
-      const int p = i / (kTileSlots * kGroups), col = i / kGroups % kTileSlots, tq = i % kGroups;
-      const int64_t off = s_off[sb][col];
-      uint4* dst = stage + buf * kStage<P> + (p * 4 + tq % 4) * kPlane + col * 4 + tq / 4;
-      cp_async16(dst, a.act + p * a.plane + (off >= 0 ? off : 0) + c * kGroups + tq, off >= 0);
-    }
-  };
-  auto prefetch_a = [&](const Item& x, int c) {  // the lines load_a(x, c) reads
-    const int64_t k0 = int64_t{c} * kChunk + 32 * t;
-#pragma unroll
-    for (int j = 0; j < kSets; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t r = x.rows[j] + g + 8 * h;
-        prefetch_l2(x.w[j].packed + r * (x.w[j].cols >> 1) + (k0 >> 1));
-        prefetch_l2(x.w[j].scales + (r * x.w[j].cols >> x.gs[j]) + (k0 >> x.gs[j]));
-      }
-  };
-  auto load_a = [&](const Item& x, int c, uint32_t (&raw)[kSets][2][4], uint8_t (&sc)[kSets][2][2]) {
-    const int64_t k0 = int64_t{c} * kChunk + 32 * t;
-#pragma unroll
-    for (int j = 0; j < kSets; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) cuda::load_run(x.w[j], x.gs[j], x.rows[j] + g + 8 * h, k0, raw[j][h], sc[j][h]);
-  };
-
-  float acc[kSets][kNt][4];
-#pragma unroll
-  for (int j = 0; j < kSets; ++j)
-#pragma unroll
-    for (int n = 0; n < kNt; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][n][i] = 0.0f;
-  // v: the finished partials' running sum, each lane's own [kSets][kNt][4] at stride 32
-  // (no registers left).
-  float* v = reinterpret_cast<float*>(stage + 2 * kStage<P>) + warp * (kSets * kNt * 4 * cuda::kWarp) + lane;
-  auto v_at = [&](int j, int n, int i) -> float& { return v[((j * kNt + n) * 4 + i) * cuda::kWarp]; };
-  uint32_t raw[kSets][2][4];
-  uint8_t sc[kSets][2][2];
-
-  int64_t it = blockIdx.x;  // < items: the grid has at most `items` blocks
-  int sb = 0, buf = 0;
-  Item cur, nxt;
-  item_at(it, sb, cur);
-  stage_chunk(sb, 0, buf);
-  cp_async_commit();
-  if (cur.active) load_a(cur, 0, raw, sc);
-#pragma unroll 1
-  for (;;) {
-    const int64_t it_n = it + gridDim.x;
-    const bool more = it_n < items;        // uniform
-    if (more) item_at(it_n, sb ^ 1, nxt);  // s_off[sb ^ 1] was last read two barriers ago
-    bool first = true;
-#pragma unroll 1
-    for (int c = 0; c >= 0;) {
-      const int cn = next_chunk(c, chunks);
-      // The next chunk: this item's, or the next item's first.
-      if (cn >= 0)
-        stage_chunk(sb, cn, buf ^ 1);
-      else if (more)
-        stage_chunk(sb ^ 1, 0, buf ^ 1);
-      cp_async_commit();  // possibly empty: the wait below then covers chunk c alone
-      uint32_t raw_n[kSets][2][4];
-      uint8_t sc_n[kSets][2][2];
-      const bool loaded = cn >= 0 ? cur.active : more && nxt.active;  // uniform over the warp
-      if (cn >= 0 && cur.active)
-        load_a(cur, cn, raw_n, sc_n);
-      else if (cn < 0 && loaded)
-        load_a(nxt, 0, raw_n, sc_n);
-      // The chunk after that into L2 (a hint: no registers, no effect on any value), so the
-      // register loads the next iteration issues wait on L2, not on HBM: one chunk of
-      // compute does not cover a weight load's HBM latency.
-      const int pf_cur = cn >= 0 ? next_chunk(cn, chunks) : -1;
-      const int pf_nxt = !more ? -1 : cn >= 0 ? (pf_cur < 0 ? 0 : -1) : next_chunk(0, chunks);
-      if (pf_cur >= 0 && cur.active) prefetch_a(cur, pf_cur);
-      if (pf_nxt >= 0 && nxt.active) prefetch_a(nxt, pf_nxt);
-      cp_async_wait_prior();
-      __syncthreads();  // chunk c's stage is complete for every thread
-      if (cur.active) {  // chunk c into acc
-        __nv_bfloat162 s[kSets][2][2];
-#pragma unroll
-        for (int j = 0; j < kSets; ++j)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) cuda::scale_pairs(cur.w[j], sc[j][h], s[j][h]);
-        const uint4* sbuf = stage + buf * kStage<P>;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          uint32_t frag[kSets][2][4];
-#pragma unroll
-          for (int j = 0; j < kSets; ++j)
-            cuda::a_fragments(raw[j][0][q], raw[j][1][q], s[j][0][q / 2], s[j][1][q / 2], frag[j]);
-#pragma unroll
-          for (int n = 0; n < kNt; ++n) {
-            if (n >= cur.n_used) break;  // uniform over the block
-            uint4 b[P];
-#pragma unroll
-            for (int p = 0; p < P; ++p) b[p] = sbuf[(p * 4 + q) * kPlane + (n * cuda::kMmaCols + g) * 4 + t];
-#pragma unroll
-            for (int j = 0; j < kSets; ++j)
-#pragma unroll
-              for (int st = 0; st < 2; ++st)
-#pragma unroll
-                for (int p = 0; p < P; ++p)
-                  cuda::mma_m16n8k16_bf16(acc[j][n], frag[j][st], st ? b[p].z : b[p].x, st ? b[p].w : b[p].y);
-          }
-        }
-      }
-      if (c + kPartials >= chunks) {  // partial c % 8 is complete
-#pragma unroll
-        for (int j = 0; j < kSets; ++j)
-#pragma unroll
-          for (int n = 0; n < kNt; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              float& vi = v_at(j, n, i);
-              vi = first ? acc[j][n][i] : vi + acc[j][n][i];
-              acc[j][n][i] = 0.0f;
-            }
-        first = false;
-      }
-      __syncthreads();  // every warp is done with `buf` before the next iteration refills it
-      if (loaded) {
-#pragma unroll
-        for (int j = 0; j < kSets; ++j)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-#pragma unroll
-            for (int i = 0; i < 4; ++i) raw[j][h][i] = raw_n[j][h][i];
-            sc[j][h][0] = sc_n[j][h][0];
-            sc[j][h][1] = sc_n[j][h][1];
-          }
-      }
-      buf ^= 1;
-      c = cn;
-    }
-    if (cur.active) {
-      // Accumulator i of lane (g, t): row g (+ 8 for i >= 2), column 8n + 2t + i % 2 (the
-      // mma's D fragment). The partials decode's idle warps hold (chunks < 8) add 0.
-      auto sum = [&](int j, int n, int i) {
-        const float vi = v_at(j, n, i);
-        return (chunks < kPartials ? vi + 0.0f : vi) * cur.w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
-      };
-#pragma unroll
-      for (int n = 0; n < kNt; ++n) {
-        if (n >= cur.n_used) break;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int32_t slot = cur.slots[n * cuda::kMmaCols + 2 * t + i % 2];
-          if (slot < 0) continue;
-          float* o = a.out + slot * a.m + g + 8 * (i / 2);
-          if constexpr (Up) {
-            o[cur.rows[0]] = cuda::swiglu(sum(0, n, i), sum(1, n, i), a.wt[slot], a.limit);
-          } else {
-#pragma unroll
-            for (int j = 0; j < kSets; ++j) o[cur.rows[j]] = sum(j, n, i);
-          }
-        }
-      }
-    }
-    if (!more) break;
-    it = it_n;
-    cur = nxt;
-    sb ^= 1;
-  }
-}
-
-// ---- the ring kernels (session 5; the same bits as expert_gemm_kernel) ----
-//
-// Why (static analysis, bench/dev/moe_prefill_variants.cu's header): the regs kernel has
-// one block of 8 warps per SM (239 registers), two per scheduler; each chunk a warp issues
-// its next chunk's weight loads into registers and waits for them at the chunk's end, and
-// the block meets twice per chunk. The FP4 decode (~24 instructions per 8 codes) is most of
-// the issue slots, so with two warps a scheduler the latencies (the loads, the dependent
-// prmt chains, the mma) are not hidden. The ring kernels stage the weights, their scales
-// and the activations of kPStages - 1 chunks ahead by cp.async (no register waits on
-// global memory) and meet once per chunk. Sets = 1: 16 warps (four per scheduler, <= 128
-// registers), one 16-row set each; Sets = 2: the regs kernel's 8 warps of two sets
-// (each staged B fragment feeds both: half the shared-memory reads per mma).
-
+// Why a ring (session 5; bench/RESULTS.md "Sixth session": 1.20-1.28x the first kernel,
+// which loaded the next chunk's weights into registers, bit for bit equal): the FP4 decode
+// (~24 instructions per 8 codes) is most of the issue slots, so with two warps a scheduler
+// the latencies (the loads, the dependent prmt chains, the mma) were not hidden. Here the
+// weights, their scales and the activations of kPStages - 1 chunks ahead come by cp.async
+// (no register waits on global memory), the block meets once per chunk, and 16 warps (four
+// per scheduler, <= 128 registers) own one 16-row set each.
 constexpr int kPRows = 256;  // weight rows per item (stage rows)
-static_assert(kPRows == kItemRows<false> && kPRows / 2 == kItemRows<true>,
-              "the ring kernels walk the regs kernel's items");
-template <int Sets>
-constexpr int kPWarps = kPRows / cuda::kMmaRows / Sets;  // 16 or 8
-template <int Sets>
-constexpr int kPThreads = kPWarps<Sets> * cuda::kWarp;
+// Output rows per item: up, 128 rows of w1 and of w3 (128 of h); down, 256 of w2.
+template <bool Up>
+constexpr int kItemRows = Up ? kPRows / 2 : kPRows;
+constexpr int kPWarps = kPRows / cuda::kMmaRows;  // 16
+constexpr int kPThreads = kPWarps * cuda::kWarp;
 constexpr int kRunWords = 4;      // uint4 per weight row and chunk: 128 FP4 codes
 constexpr int kScaleBytes = 8;    // per row and chunk: 8 e4m3 codes (NVFP4) or 4 e8m0 (MXFP4)
 template <int P>
 constexpr int kPStages = P == 1 ? 4 : 2;  // chunks in the ring (shared memory: kPSmem)
-// One stage: activations [P][q 4][kPlane] (the regs layout), then weights [kPRows][4],
-// then scale codes [kPRows][8 bytes] (uint4 units).
+// One stage: activations [P][q 4][kPlane], then weights [kPRows][4], then scale codes
+// [kPRows][8 bytes] (uint4 units).
 template <int P>
 constexpr int kPStage = P * 4 * kPlane + kPRows * kRunWords + kPRows * kScaleBytes / 16;
-// The ring, then v [kPRows / 16 sets][kNt][4][lanes] floats: each lane's finished partials' sum.
+// The ring, then v [kPWarps][kNt][4][lanes] floats: each lane's finished partials' sum.
 template <int P>
 constexpr size_t kPSmem = size_t{kPStages<P>} * kPStage<P> * sizeof(uint4) +
-                          size_t{kPRows / cuda::kMmaRows} * kNt * 4 * cuda::kWarp * sizeof(float);
+                          size_t{kPWarps} * kNt * 4 * cuda::kWarp * sizeof(float);
 static_assert(kPSmem<1> <= 227 * 1024 && kPSmem<3> <= 227 * 1024, "one block per SM");
-
-// The weights' global -> shared copies, 16 and 4 bytes (zero-filled when !valid), each
-// asking L2 for the whole 128-byte line: a row's chunk is 64 bytes and its neighbour in
-// the line comes chunks / 8 steps later (next_chunk's order; 4 at K 4096), so HBM sees
-// 128-byte requests (a cache hint: no value depends on it). Then the wait for all but N
-// groups.
-__device__ inline void cp_async16_line(void* dst, const void* src, bool valid) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ inline void cp_async4_line(void* dst, const void* src, bool valid) {
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global.L2::128B [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
-}
-template <int N>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // A block's walk: item `it` (it >= items: past its last) at chunk c, in next_chunk order.
 struct Step {
@@ -424,21 +176,16 @@ template <bool Up>
 __device__ inline int64_t stage_row(int64_t m0, int R) {
   return m0 + (Up ? R % (kPRows / 2) : R);
 }
-// The first stage row of warp w's set j: Sets = 1, 16w (up: w1 for w < 8, the same rows
-// of w3 for w >= 8); Sets = 2, up 16w of w1 (j = 0) and of w3 (j = 1), down 32w + 16j.
-template <bool Up, int Sets>
-__device__ inline int set_row(int w, int j) {
-  if constexpr (Sets == 1) return cuda::kMmaRows * w;
-  else return Up ? j * (kPRows / 2) + cuda::kMmaRows * w : 2 * cuda::kMmaRows * w + cuda::kMmaRows * j;
-}
+// The first stage row of warp w's set: 16w (up: w1 for w < 8, the same rows of w3 for
+// w >= 8).
+__device__ inline int set_row(int w) { return cuda::kMmaRows * w; }
 
 // What one thread copies into every stage of an item, h < kPer: activation groups (tq, col
 // i / 16 + h * threads / 16) of each plane, 16 weight bytes (piece i % 4) of stage row
 // i / 4 + h * threads / 4, and scale word i % 2 of stage row (i + h * threads) / 2 (h <
 // kPer / 2). Null source: zero-filled.
-template <int Sets>
 struct Copies {
-  static constexpr int kPer = kTileSlots * kGroups / kPThreads<Sets>;  // 2 or 4
+  static constexpr int kPer = kTileSlots * kGroups / kPThreads;  // 2
   int64_t off[kPer];                // activation offsets (-1: zero, -2: not staged)
   const uint8_t* row[kPer];         // packed row starts (null: past m)
   const uint8_t* scale[kPer / 2];   // word i % 2 of the scale row (null: past m)
@@ -446,16 +193,16 @@ struct Copies {
   bool scale_word[kPer / 2];        // the row's chunk has word i % 2 (NVFP4: 2 words, MXFP4: 1)
 };
 
-template <bool Up, int Sets>
-__device__ inline void item_copies(const GemmArgs& a, int64_t it, int64_t m_items, Copies<Sets>& cp) {
-  constexpr int T = kPThreads<Sets>;
+template <bool Up>
+__device__ inline void item_copies(const GemmArgs& a, int64_t it, int64_t m_items, Copies& cp) {
+  constexpr int T = kPThreads;
   const int i = threadIdx.x;
   const int64_t tile = it / m_items;
-  const int64_t m0 = it % m_items * (Up ? kPRows / 2 : kPRows);
+  const int64_t m0 = it % m_items * kItemRows<Up>;
   const int32_t* slots = a.tile_slot + tile * kTileSlots;
   const ExpertW& e = a.experts[a.tile_expert[tile]];
 #pragma unroll
-  for (int h = 0; h < Copies<Sets>::kPer; ++h) {
+  for (int h = 0; h < Copies::kPer; ++h) {
     const int col = i / kGroups + h * (T / kGroups);
     const int32_t s = slots[col];
     // A column past the tile's last n-tile is never read: not staged.
@@ -466,7 +213,7 @@ __device__ inline void item_copies(const GemmArgs& a, int64_t it, int64_t m_item
     cp.row[h] = r < a.m ? w.packed + r * (w.cols >> 1) : nullptr;
   }
 #pragma unroll
-  for (int h = 0; h < Copies<Sets>::kPer / 2; ++h) {
+  for (int h = 0; h < Copies::kPer / 2; ++h) {
     const int Rs = (i + h * T) / 2;
     const Fp4W& ws = stage_matrix<Up>(e, Rs);
     const int64_t rs = stage_row<Up>(m0, Rs);
@@ -476,61 +223,67 @@ __device__ inline void item_copies(const GemmArgs& a, int64_t it, int64_t m_item
   }
 }
 
-// Every thread: its copies of chunk c into stage `dst`.
-template <int P, int Sets>
-__device__ inline void stage_copies(const GemmArgs& a, const Copies<Sets>& cp, int c, uint4* dst) {
-  constexpr int T = kPThreads<Sets>;
+// Every thread: its copies of chunk c into stage `dst`. The weights' copies (codes and
+// scale words) ask L2 for the whole 128-byte line: a row's chunk is 64 bytes and its
+// neighbour in the line comes chunks / 8 steps later (next_chunk's order; 4 at K 4096),
+// so HBM sees 128-byte requests.
+template <int P>
+__device__ inline void stage_copies(const GemmArgs& a, const Copies& cp, int c, uint4* dst) {
+  constexpr int T = kPThreads;
+  constexpr bool kLine = true;
   const int i = threadIdx.x, tq = i % kGroups;
 #pragma unroll
-  for (int h = 0; h < Copies<Sets>::kPer; ++h) {
+  for (int h = 0; h < Copies::kPer; ++h) {
     const int col = i / kGroups + h * (T / kGroups);
     if (cp.off[h] != -2)
 #pragma unroll
       for (int p = 0; p < P; ++p)
-        cp_async16(dst + (p * 4 + tq % 4) * kPlane + col * 4 + tq / 4,
-                   a.act + p * a.plane + (cp.off[h] >= 0 ? cp.off[h] : 0) + c * kGroups + tq, cp.off[h] >= 0);
+        cp_async<16>(dst + (p * 4 + tq % 4) * kPlane + col * 4 + tq / 4,
+                     a.act + p * a.plane + (cp.off[h] >= 0 ? cp.off[h] : 0) + c * kGroups + tq, cp.off[h] >= 0);
     const int R = i / kRunWords + h * (T / kRunWords), piece = i % kRunWords;
     uint4* wdst = dst + P * 4 * kPlane + R * kRunWords + piece;
     const void* src = cp.row[h] ? cp.row[h] + c * (kChunk / 2) + 16 * piece : static_cast<const void*>(a.experts);
-    cp_async16_line(wdst, src, cp.row[h] != nullptr);
+    cp_async<16, kLine>(wdst, src, cp.row[h] != nullptr);
   }
   // Scale words [kPRows][2]: word i + h * T is row (i + h * T) / 2, word i % 2.
   auto* sdst = reinterpret_cast<uint32_t*>(dst + P * 4 * kPlane + kPRows * kRunWords) + i;
 #pragma unroll
-  for (int h = 0; h < Copies<Sets>::kPer / 2; ++h)
+  for (int h = 0; h < Copies::kPer / 2; ++h)
     if (cp.scale_word[h])
-      cp_async4_line(sdst + h * T,
-                     cp.scale[h] ? cp.scale[h] + (c * kChunk >> cp.gs[h]) : static_cast<const void*>(a.experts),
-                     cp.scale[h] != nullptr);
+      cp_async<4, kLine>(sdst + h * T,
+                         cp.scale[h] ? cp.scale[h] + (c * kChunk >> cp.gs[h]) : static_cast<const void*>(a.experts),
+                         cp.scale[h] != nullptr);
 }
 
-// Block = the regs kernel's items in the same walk (item i + gridDim.x after item i),
-// each chunk of an item one step of a kPStages-deep ring: at step s the block waits for
-// stage s % kPStages, then refills the stage step s - 1 used with step s + kPStages - 1
-// (every thread has passed this step's barrier, so nobody still reads it), then computes.
-// Warp w owns Sets 16-row sets (set_row) and all n-tiles: per column, lane (g, t) runs
-// moe.cu's tile_product sum — the run at 128c + 32t of rows g and g + 8, chunk c into acc
-// (mma chained, chunks of a partial ascending), each finished partial into v in partial
-// order — so every column has the regs kernel's bits. Up: out = swiglu(w1 sum, w3 sum)
-// (§4.23) — Sets = 2 in the warp; Sets = 1, warps w >= 8 finish their w3 sums in v at the
-// item's end and warp w - 8 reads them.
-template <bool Up, int P, int Sets>
-__global__ void __launch_bounds__(kPThreads<Sets>, 1) expert_gemm_ring_kernel(GemmArgs a, int64_t items) {
-  constexpr int S = kPStages<P>, W = kPWarps<Sets>;
+// Block = (tile, kItemRows weight rows from m0) items, item i + gridDim.x after item i (one
+// resident block per SM), each chunk of an item one step of a kPStages-deep ring: at step
+// s the block waits for stage s % kPStages, then refills the stage step s - 1 used with
+// step s + kPStages - 1 (every thread has passed this step's barrier, so nobody still
+// reads it), then computes. Warp w owns the 16 stage rows from set_row(w) and all n-tiles
+// (used only while the tile has slots there): per column, lane (g, t) runs moe.cu's
+// tile_product sum — the run at 128c + 32t of rows g and g + 8, chunk c into acc (mma
+// chained, chunks of a partial ascending), each finished partial into v in partial order
+// (v = partial 0, then v += partial r). Up: out = swiglu(w1 sum, w3 sum) (§4.23), warps
+// w >= 8 finishing their w3 sums in v at the item's end and warp w - 8 reading them;
+// down: the w2 sums.
+template <bool Up, int P>
+__global__ void __launch_bounds__(kPThreads, 1) expert_gemm_ring_kernel(GemmArgs a, int64_t items) {
+  constexpr int S = kPStages<P>, W = kPWarps;
   extern __shared__ uint4 ring[];  // [S][kPStage<P>], then v (kPSmem)
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int g = lane / 4, t = lane % 4;
   const int64_t m_items = (a.m + kItemRows<Up> - 1) / kItemRows<Up>;
   const int chunks = static_cast<int>(a.k / kChunk);
+  const int row0 = set_row(warp);  // the warp's first stage row
 
   // The copy side runs S - 1 steps ahead of the compute side.
   Step fill{blockIdx.x, 0};
-  Copies<Sets> cp;
+  Copies cp;
   int64_t cp_item = -1;
   auto issue = [&](int buf) {  // every thread: the fill step's copies (if any), one group
     if (fill.it < items) {
-      if (fill.it != cp_item) item_copies<Up, Sets>(a, fill.it, m_items, cp), cp_item = fill.it;
-      stage_copies<P, Sets>(a, cp, fill.c, ring + buf * kPStage<P>);
+      if (fill.it != cp_item) item_copies<Up>(a, fill.it, m_items, cp), cp_item = fill.it;
+      stage_copies<P>(a, cp, fill.c, ring + buf * kPStage<P>);
       advance(fill, chunks);
     }
     cp_async_commit();  // possibly empty: the wait counts stay uniform
@@ -538,35 +291,29 @@ __global__ void __launch_bounds__(kPThreads<Sets>, 1) expert_gemm_ring_kernel(Ge
 #pragma unroll 1
   for (int s = 0; s < S - 1; ++s) issue(s);
 
-  // The compute side's item: the sets' matrices, the tile's slots and used n-tiles.
-  Fp4W w[Sets];
+  // The compute side's item: the set's matrix, the tile's slots and used n-tiles.
+  Fp4W w;
   int64_t m0 = 0;
   const int32_t* slots = nullptr;
   int n_used = 0;
   bool active = false;
-  float acc[Sets][kNt][4];
+  float acc[kNt][4];
 #pragma unroll
-  for (int j = 0; j < Sets; ++j)
+  for (int n = 0; n < kNt; ++n)
 #pragma unroll
-    for (int n = 0; n < kNt; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][n][i] = 0.0f;
+    for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
   float* v_lane = reinterpret_cast<float*>(ring + S * kPStage<P>) + lane;
-  auto v_at = [&](int wp, int j, int n, int i) -> float& {
-    return v_lane[(((wp * Sets + j) * kNt + n) * 4 + i) * cuda::kWarp];
-  };
+  auto v_at = [&](int wp, int n, int i) -> float& { return v_lane[((wp * kNt + n) * 4 + i) * cuda::kWarp]; };
 
   Step at{blockIdx.x, 0};  // < items: the grid has at most `items` blocks
 #pragma unroll 1
   for (int64_t s = 0; at.it < items; ++s) {
     if (at.c == 0) {  // the item's first chunk: its warp-side part (uniform over the block)
       const int64_t tile = at.it / m_items;
-      m0 = at.it % m_items * (Up ? kPRows / 2 : kPRows);
+      m0 = at.it % m_items * kItemRows<Up>;
       slots = a.tile_slot + tile * kTileSlots;
-      const ExpertW& e = a.experts[a.tile_expert[tile]];
-#pragma unroll
-      for (int j = 0; j < Sets; ++j) w[j] = stage_matrix<Up>(e, set_row<Up, Sets>(warp, j));
-      active = stage_row<Up>(m0, set_row<Up, Sets>(warp, 0)) < a.m;  // whole warps: m % 32 == 0
+      w = stage_matrix<Up>(a.experts[a.tile_expert[tile]], row0);
+      active = stage_row<Up>(m0, row0) < a.m;  // whole warps: m % 32 == 0
       const int used = __popc(__ballot_sync(cuda::kFullMask, slots[lane] >= 0)) +
                        __popc(__ballot_sync(cuda::kFullMask, slots[lane + cuda::kWarp] >= 0));
       n_used = (used + cuda::kMmaCols - 1) / cuda::kMmaCols;
@@ -578,24 +325,20 @@ __global__ void __launch_bounds__(kPThreads<Sets>, 1) expert_gemm_ring_kernel(Ge
     if (active) {  // chunk at.c into acc
       const uint4* wst = st + P * 4 * kPlane;
       const auto* sst = reinterpret_cast<const uint8_t*>(wst + kPRows * kRunWords);
-      uint32_t raw[Sets][2][4];
-      __nv_bfloat162 sc[Sets][2][2];
+      uint32_t raw[2][4];
+      __nv_bfloat162 sc[2][2];
 #pragma unroll
-      for (int j = 0; j < Sets; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the set
-          const int R = set_row<Up, Sets>(warp, j) + g + 8 * h, gs = __ffs(w[j].group) - 1;
-          const uint4 r = wst[R * kRunWords + t];
-          raw[j][h][0] = r.x, raw[j][h][1] = r.y, raw[j][h][2] = r.z, raw[j][h][3] = r.w;
-          const uint8_t code[2] = {sst[R * kScaleBytes + (32 * t >> gs)], sst[R * kScaleBytes + ((32 * t + 16) >> gs)]};
-          cuda::scale_pairs(w[j], code, sc[j][h]);
-        }
+      for (int h = 0; h < 2; ++h) {  // rows g and g + 8 of the set
+        const int R = row0 + g + 8 * h, gs = __ffs(w.group) - 1;
+        const uint4 r = wst[R * kRunWords + t];
+        raw[h][0] = r.x, raw[h][1] = r.y, raw[h][2] = r.z, raw[h][3] = r.w;
+        const uint8_t code[2] = {sst[R * kScaleBytes + (32 * t >> gs)], sst[R * kScaleBytes + ((32 * t + 16) >> gs)]};
+        cuda::scale_pairs(w, code, sc[h]);
+      }
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        uint32_t frag[Sets][2][4];
-#pragma unroll
-        for (int j = 0; j < Sets; ++j)
-          cuda::a_fragments(raw[j][0][q], raw[j][1][q], sc[j][0][q / 2], sc[j][1][q / 2], frag[j]);
+        uint32_t frag[2][4];
+        cuda::a_fragments(raw[0][q], raw[1][q], sc[0][q / 2], sc[1][q / 2], frag);
 #pragma unroll
         for (int n = 0; n < kNt; ++n) {
           if (n >= n_used) break;  // uniform over the block
@@ -603,47 +346,42 @@ __global__ void __launch_bounds__(kPThreads<Sets>, 1) expert_gemm_ring_kernel(Ge
 #pragma unroll
           for (int p = 0; p < P; ++p) b[p] = st[(p * 4 + q) * kPlane + (n * cuda::kMmaCols + g) * 4 + t];
 #pragma unroll
-          for (int j = 0; j < Sets; ++j)
+          for (int k = 0; k < 2; ++k)
 #pragma unroll
-            for (int k = 0; k < 2; ++k)
-#pragma unroll
-              for (int p = 0; p < P; ++p)
-                cuda::mma_m16n8k16_bf16(acc[j][n], frag[j][k], k ? b[p].z : b[p].x, k ? b[p].w : b[p].y);
+            for (int p = 0; p < P; ++p)
+              cuda::mma_m16n8k16_bf16(acc[n], frag[k], k ? b[p].z : b[p].x, k ? b[p].w : b[p].y);
         }
       }
     }
     if (at.c + kPartials >= chunks) {  // partial c % 8 is complete: into v in partial order
       const bool first = at.c % kPartials == 0;
 #pragma unroll
-      for (int j = 0; j < Sets; ++j)
+      for (int n = 0; n < kNt; ++n)
 #pragma unroll
-        for (int n = 0; n < kNt; ++n)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            float& vi = v_at(warp, j, n, i);
-            vi = first ? acc[j][n][i] : vi + acc[j][n][i];
-            acc[j][n][i] = 0.0f;
-          }
+        for (int i = 0; i < 4; ++i) {
+          float& vi = v_at(warp, n, i);
+          vi = first ? acc[n][i] : vi + acc[n][i];
+          acc[n][i] = 0.0f;
+        }
     }
     if (next_chunk(at.c, chunks) < 0) {  // the item's last chunk: its outputs
       // Accumulator i of lane (g, t): set row g (+ 8 for i >= 2), column 8n + 2t + i % 2.
       // The partials decode's idle warps hold (chunks < 8) add 0.
-      auto sum = [&](int j, int n, int i) {
-        const float vi = v_at(warp, j, n, i);
-        return (chunks < kPartials ? vi + 0.0f : vi) * w[j].scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
+      auto sum = [&](int n, int i) {
+        const float vi = v_at(warp, n, i);
+        return (chunks < kPartials ? vi + 0.0f : vi) * w.scale_2;  // §3.7 weight_scale_2 (1 for MXFP4)
       };
-      constexpr bool kHandOff = Up && Sets == 1;  // w3 sums cross warps
-      if constexpr (kHandOff) {
+      if constexpr (Up) {  // the w3 sums cross warps
         if (active && warp >= W / 2)
 #pragma unroll
           for (int n = 0; n < kNt; ++n) {
             if (n >= n_used) break;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) v_at(warp, 0, n, i) = sum(0, n, i);
+            for (int i = 0; i < 4; ++i) v_at(warp, n, i) = sum(n, i);
           }
         __syncthreads();  // uniform: every thread is at this item's last step
       }
-      if (active && (!kHandOff || warp < W / 2))
+      if (active && (!Up || warp < W / 2))
 #pragma unroll
         for (int n = 0; n < kNt; ++n) {
           if (n >= n_used) break;
@@ -651,15 +389,11 @@ __global__ void __launch_bounds__(kPThreads<Sets>, 1) expert_gemm_ring_kernel(Ge
           for (int i = 0; i < 4; ++i) {
             const int32_t slot = slots[n * cuda::kMmaCols + 2 * t + i % 2];
             if (slot < 0) continue;
-            float* o = a.out + slot * a.m;
-            const int r = g + 8 * (i / 2);
-            if constexpr (Up) {
-              const float u = kHandOff ? v_at(warp + W / 2, 0, n, i) : sum(Sets - 1, n, i);
-              o[stage_row<Up>(m0, set_row<Up, Sets>(warp, 0) + r)] = cuda::swiglu(sum(0, n, i), u, a.wt[slot], a.limit);
-            } else {
-#pragma unroll
-              for (int j = 0; j < Sets; ++j) o[stage_row<Up>(m0, set_row<Up, Sets>(warp, j) + r)] = sum(j, n, i);
-            }
+            float* o = a.out + slot * a.m + stage_row<Up>(m0, row0 + g + 8 * (i / 2));
+            if constexpr (Up)
+              *o = cuda::swiglu(sum(n, i), v_at(warp + W / 2, n, i), a.wt[slot], a.limit);
+            else
+              *o = sum(n, i);
           }
         }
     }
@@ -673,25 +407,17 @@ __global__ void __launch_bounds__(kPThreads<Sets>, 1) expert_gemm_ring_kernel(Ge
 // One projection family over every tile: the planes of `in` must be written (planes
 // kernel) before. Grid: the resident blocks, walking the items with no wave tail.
 template <bool Up, int P>
-void launch_expert_gemm(ExpertGemmKernel which, const GemmArgs& args, int64_t items, int sm_count, cudaStream_t stream) {
+void launch_expert_gemm(const GemmArgs& args, int64_t items, int sm_count, cudaStream_t stream) {
   if (items == 0) return;
-  auto run = [&](auto kernel, int threads, size_t smem) {
-    const void* fn = reinterpret_cast<const void*>(kernel);
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    int per_sm = 0;
-    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, threads, smem));
-    const int64_t blocks = std::min<int64_t>(items, int64_t{std::max(per_sm, 1)} * sm_count);
-    kernel<<<static_cast<unsigned>(blocks), threads, smem, stream>>>(args, items);
-    DSV4_CUDA_LAUNCH_CHECK();
-  };
-  switch (which) {
-    case ExpertGemmKernel::regs:
-      return run(expert_gemm_kernel<Up, P>, kThreads, kGemmSmem<P>);
-    case ExpertGemmKernel::ring_w16:
-      return run(expert_gemm_ring_kernel<Up, P, 1>, kPThreads<1>, kPSmem<P>);
-    case ExpertGemmKernel::ring_w8:
-      return run(expert_gemm_ring_kernel<Up, P, 2>, kPThreads<2>, kPSmem<P>);
-  }
+  constexpr auto kernel = expert_gemm_ring_kernel<Up, P>;
+  constexpr size_t smem = kPSmem<P>;
+  const void* fn = reinterpret_cast<const void*>(kernel);
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  int per_sm = 0;
+  DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fn, kPThreads, smem));
+  const int64_t blocks = std::min<int64_t>(items, int64_t{std::max(per_sm, 1)} * sm_count);
+  kernel<<<static_cast<unsigned>(blocks), kPThreads, smem, stream>>>(args, items);
+  DSV4_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace dsv4::cuda::prefill_moe

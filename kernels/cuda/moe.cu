@@ -114,14 +114,13 @@ struct RunGroup {
     }
   }
   template <int P, cuda::Fp4Decode kDecode>
-  __device__ void multiply(cuda::TileItem<NW, cuda::XLoads::checked>& it, int64_t c, int64_t chunks) const {
+  __device__ void multiply(cuda::TileItem<NW>& it, int64_t c, int64_t chunks) const {
     const int t = threadIdx.x % cuda::kWarp % 4;
 #pragma unroll
     for (int u = 0; u < A; ++u) {
       if (c + u * kWarps >= chunks) break;
       const int64_t k0 = (c + u * kWarps) * kChunk + 32 * t;
-      cuda::chunk_product<NW, P, cuda::XLoads::checked, kDecode>(it.w, raw[u], sc[u], it.x ? it.x + k0 : nullptr,
-                                                                 it.acc);
+      cuda::chunk_product<NW, P, kDecode>(it.w, raw[u], sc[u], it.x ? it.x + k0 : nullptr, it.acc);
     }
   }
 };
@@ -138,7 +137,7 @@ struct RunGroup {
 template <int NW, int P, cuda::MmaKnobs kn>
 __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, float (&part)[kWarps][NW][4][cuda::kWarp]) {
   const int warp = threadIdx.x / cuda::kWarp;
-  cuda::TileItem<NW, cuda::XLoads::checked> it(a, tile);
+  cuda::TileItem<NW> it(a, tile);
   const int64_t chunks = a.k / kChunk;
 #pragma unroll 1
   for (int64_t c = warp; c < chunks; c += int64_t{kWarps} * kn.ahead) {
@@ -176,7 +175,7 @@ __device__ inline void pipelined_items(const MmaArgs& a, int64_t m_tiles, int64_
 #pragma unroll 1
   for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
     const int64_t m0 = i % m_tiles * kTileRows, after = i + gridDim.x;
-    cuda::TileItem<NW, cuda::XLoads::checked> it(a, i / m_tiles);
+    cuda::TileItem<NW> it(a, i / m_tiles);
     cuda::Fp4W after_w[NW];
     int after_gs[NW];
     if (after < items) item_weights(after, after_w, after_gs);
@@ -301,14 +300,13 @@ __global__ void combine_kernel(const float* y, const float* sh, const int32_t* s
   }
 }
 
-// launch_mma of the variant `kernel`: the ExpertKernel values from V up to the first
-// staged one (expert_kernel.h lists the shipped kernel and its variants first).
+// launch_mma of the variant `kernel`: the ExpertKernel values from V up to kLastExpertKernel.
 template <int V = 0>
 void launch_variant(cuda::ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
                     cudaStream_t stream) {
   constexpr auto v = static_cast<cuda::ExpertKernel>(V);
-  if constexpr (cuda::is_staged(v)) {
-    throw Error("moe: launch_expert_mma runs the shipped kernel and its variants, not a staged kernel");
+  if constexpr (V > static_cast<int>(cuda::kLastExpertKernel)) {
+    throw Error(cat("moe: no expert kernel variant ", static_cast<int>(kernel)));
   } else {
     if (kernel == v) return launch_mma<v>(nw, planes, a, items_max, device, stream);
     launch_variant<V + 1>(kernel, nw, planes, a, items_max, device, stream);
@@ -318,6 +316,18 @@ void launch_variant(cuda::ExpertKernel kernel, int nw, int planes, const MmaArgs
 bool is_pow2(float v) {
   int e;
   return v > 0.0f && std::frexp(v, &e) == 0.5f;
+}
+
+// The prefill expert GEMM (expert_gemm.cuh) copies 16-byte runs of the packed codes and
+// 4-byte words of the scales by cp.async. Every device tensor is its own cudaMalloc
+// allocation (CudaOps::resident's copy, CudaWeightMemory::generate; 256-byte aligned), so
+// this holds by construction; a projection that breaks it is refused by name, not read
+// misaligned.
+void check_cp_async_aligned(const Fp4Linear& stored, const cuda::Fp4W& w) {
+  if (reinterpret_cast<uintptr_t>(w.packed) % 16 != 0)
+    throw Error(cat("moe: expert tensor '", stored.weight.name, "' is not 16-byte aligned in device memory"));
+  if (reinterpret_cast<uintptr_t>(w.scales) % 4 != 0)
+    throw Error(cat("moe: expert tensor '", stored.scale.name, "' is not 4-byte aligned in device memory"));
 }
 
 }  // namespace
@@ -368,7 +378,7 @@ void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Nu
 
 }  // namespace cuda
 
-const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter, bool* aligned_out) {
+const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter) {
   if (b.experts.empty()) throw Error(cat("moe: layer ", b.layer_id, " has no routed experts"));
   const TensorView& w1 = b.experts.front().w1.weight;
   const Key key{w1.storage, w1.data};
@@ -376,7 +386,6 @@ const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, in
   if (it == experts_.end()) {
     const int64_t width = b.experts.front().w1.rows;
     std::vector<cuda::ExpertW> host(b.experts.size());
-    bool aligned = true;
     for (size_t id = 0; id < b.experts.size(); ++id) {
       const ExpertWeights& e = b.experts[id];
       if (!(e.w1.rows == width && e.w1.cols == hidden && e.w3.rows == width && e.w3.cols == hidden &&
@@ -384,25 +393,37 @@ const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, in
         throw Error(cat("moe: expert ", id, " (", e.w1.weight.name, ") projections disagree with [",
                         width, ", ", hidden, "] / [", hidden, ", ", width, "]"));
       host[id] = cuda::ExpertW{fp4(e.w1), fp4(e.w3), fp4(e.w2)};
-      for (const cuda::Fp4W& w : {host[id].w1, host[id].w3, host[id].w2}) aligned = aligned && cuda::cp_async_aligned(w);
+      check_cp_async_aligned(e.w1, host[id].w1);
+      check_cp_async_aligned(e.w3, host[id].w3);
+      check_cp_async_aligned(e.w2, host[id].w2);
     }
     const size_t bytes = host.size() * sizeof(cuda::ExpertW);
     void* p = device_copy(host.data(), bytes);
-    it = experts_.emplace(key, ExpertTable{Resident{p, bytes}, static_cast<int>(width), aligned}).first;
+    it = experts_.emplace(key, ExpertTable{Resident{p, bytes}, static_cast<int>(width)}).first;
   }
   *inter = it->second.inter;
-  if (aligned_out) *aligned_out = it->second.cp_async_aligned;
   return static_cast<const cuda::ExpertW*>(it->second.table.ptr);
 }
 
 void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                   int k, float swiglu_limit, const Numerics& num, float* out) {
+  moe_on(cuda::ExpertKernel::shipped, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+}
+
+void cuda::moe_with(Ops& ops, ExpertKernel kernel, const BlockWeights& b, const float* x, int rows,
+                    const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num, float* out) {
+  auto* cuda_ops = dynamic_cast<CudaOps*>(&ops);
+  if (cuda_ops == nullptr) throw Error(cat("moe_with: needs the cuda backend, got ", ops.name()));
+  cuda_ops->moe_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+}
+
+void CudaOps::moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                     const float* wt, int k, float swiglu_limit, const Numerics& num, float* out) {
   const int hidden = static_cast<int>(b.shared_w1.in());
   const int shared_inter = static_cast<int>(b.shared_w1.out());
   const bool native = num.expert_arm == ExpertArm::native;
   int inter = 0;
-  bool aligned = false;
-  const cuda::ExpertW* experts = expert_table(b, hidden, &inter, &aligned);
+  const cuda::ExpertW* experts = expert_table(b, hidden, &inter);
   const int n_experts = static_cast<int>(b.experts.size());
   cuda::check_experts(b, k, hidden, inter, num);
   const cuda::Fp8W sw1 = fp8(b.shared_w1), sw3 = fp8(b.shared_w3), sw2 = fp8(b.shared_w2);
@@ -455,17 +476,11 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
     if (native) cuda::act_quant128_rows(xc, n_rows, H, xq, stream_);
     const int64_t tiles_max = max_tiles(slots, n_experts);
     const MmaArgs up{tiles, native ? xq : xc, k, I, H, h, wt + row0 * k, swiglu_limit};
-    // The staged kernels copy 16-byte runs: any other alignment runs the shipped kernel
-    // (the same bits). The scratch parts (xq, h) are 16-byte aligned, x's rows are whole
-    // 128-float chunks apart.
-    const bool staged_ok = aligned && reinterpret_cast<uintptr_t>(up.act) % 16 == 0;
-    const cuda::ExpertKernel chosen = cuda::expert_kernel();
-    const cuda::ExpertKernel kernel = staged_ok || !cuda::is_staged(chosen) ? chosen : cuda::ExpertKernel::shipped;
     const int planes = exact ? 1 : 3;
-    cuda::launch_expert_kernel(kernel, 2, planes, up, tiles_max * (I / kTileRows), device_, stream_);
+    cuda::launch_expert_mma(kernel, 2, planes, up, tiles_max * (I / kTileRows), device_, stream_);
     if (native) cuda::act_quant128_rows(h, slots, I, h, stream_);  // re-quantized after the weight (§4.23)
     const MmaArgs down{tiles, h, 1, H, I, ye, nullptr, 0.0f};
-    cuda::launch_expert_kernel(kernel, 1, planes, down, tiles_max * (H / kTileRows), device_, stream_);
+    cuda::launch_expert_mma(kernel, 1, planes, down, tiles_max * (H / kTileRows), device_, stream_);
     join_lines();  // the shared expert's sh
     cuda::combine_experts(ye, sh, sel + row0 * k, n_rows, k, hidden, n_experts, out + row0 * H, stream_);
   }

@@ -1,8 +1,8 @@
-// The decode MoE's routed-expert kernels (MODEL.md §4.23): the call's work list (Tiles),
-// the kernels' arguments, and the two pieces both expert kernels run — the tensor-core
-// product of one 128-element K chunk and the per-item epilogue — so the shipped kernel
-// (moe.cu: expert_mma_kernel) and the staged one (moe_decode.cu) feed the same products in
-// the same K order and combine the same partials: their bits agree on every input.
+// The decode MoE's routed-expert kernel (MODEL.md §4.23; moe.cu: expert_mma_kernel and
+// its compile-time variants, expert_kernel.h): the call's work list (Tiles), the kernel's
+// arguments, and the two pieces every variant runs — the tensor-core product of one
+// 128-element K chunk and the per-item epilogue — so the variants feed the same products
+// in the same K order and combine the same partials: their bits agree on every input.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -54,22 +54,16 @@ __device__ inline void load8(const float* x, float (&v)[8]) {
   }
 }
 
-// How chunk_product reads its activations. checked: x null for a zero column (zeros), any
-// alignment. staged: x 16-byte aligned (the host checked) and never null — a zero column
-// reads another column's activation, which changes no other column of the mma (each
-// column of D depends on its column of B alone) and whose sums the epilogue never writes
-// (slot -1): no branch and no scalar fallback in the loop.
-enum class XLoads { checked, staged };
-
 // How chunk_product decodes the e2m1 codes: by the prmt lookups (e2m1x8_to_bf16x2) or
 // placed and multiplied by 2^126 (e2m1x8_to_bf16x2_placed): the same A fragments.
 enum class Fp4Decode { lookup, placed };
 
 // acc[j] += the chunk's products for projection j: lane (g, t)'s runs raw[j][h] (row
 // m0 + g + 8h at k0 = 128c + 32t, its two half scale codes sc[j][h]) against column g's
-// activation x = a_g + k0. Word q of the run gives steps 2q and 2q + 1 (a_fragments), each
-// P mma (one per activation plane): the K order of the chunk.
-template <int NW, int P, XLoads kX, Fp4Decode kDecode = Fp4Decode::lookup>
+// activation x = a_g + k0 (null for a zero column: zeros; any alignment). Word q of the
+// run gives steps 2q and 2q + 1 (a_fragments), each P mma (one per activation plane): the
+// K order of the chunk.
+template <int NW, int P, Fp4Decode kDecode = Fp4Decode::lookup>
 __device__ inline void chunk_product(const Fp4W (&w)[NW], const uint32_t (&raw)[NW][2][4],
                                      const uint8_t (&sc)[NW][2][2], const float* x, float (&acc)[NW][4]) {
   __nv_bfloat162 s[NW][2][2];
@@ -80,13 +74,7 @@ __device__ inline void chunk_product(const Fp4W (&w)[NW], const uint32_t (&raw)[
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     float xv[8] = {};
-    if constexpr (kX == XLoads::staged) {
-      const float4 p = __ldg(reinterpret_cast<const float4*>(x + 8 * q));
-      const float4 r = __ldg(reinterpret_cast<const float4*>(x + 8 * q + 4));
-      xv[0] = p.x, xv[1] = p.y, xv[2] = p.z, xv[3] = p.w, xv[4] = r.x, xv[5] = r.y, xv[6] = r.z, xv[7] = r.w;
-    } else if (x) {
-      load8(x + 8 * q, xv);
-    }
+    if (x) load8(x + 8 * q, xv);
     uint32_t b[2][2][P];  // [step 2q + st][register][plane]
 #pragma unroll
     for (int st = 0; st < 2; ++st)
@@ -105,10 +93,10 @@ __device__ inline void chunk_product(const Fp4W (&w)[NW], const uint32_t (&raw)[
 }
 
 // What a work item on tile `tile` starts from in lane (g, t): the tile's slots and
-// projections, column g's activation row x (a zero column: null for XLoads::checked,
-// column 0's row for XLoads::staged), the log2 of each projection's scale group (16
-// NVFP4, 32 MXFP4: a run holds two groups or one) and zeroed accumulators.
-template <int NW, XLoads kX>
+// projections, column g's activation row x (null for a zero column), the log2 of each
+// projection's scale group (16 NVFP4, 32 MXFP4: a run holds two groups or one) and zeroed
+// accumulators.
+template <int NW>
 struct TileItem {
   const int32_t* slots;
   Fp4W w[NW];
@@ -118,10 +106,7 @@ struct TileItem {
   __device__ TileItem(const MmaArgs& a, int64_t tile) : slots(a.tiles.slot + tile * kMmaCols) {
     projections<NW>(a.tiles.w[tile], w);
     const int32_t col = slots[threadIdx.x % kWarp / 4];
-    if constexpr (kX == XLoads::staged)
-      x = a.act + ((col >= 0 ? col : slots[0]) / a.act_div) * a.k;
-    else
-      x = col >= 0 ? a.act + (col / a.act_div) * a.k : nullptr;
+    x = col >= 0 ? a.act + (col / a.act_div) * a.k : nullptr;
 #pragma unroll
     for (int j = 0; j < NW; ++j) {
       gs[j] = __ffs(w[j].group) - 1;
@@ -186,22 +171,11 @@ struct MmaKnobs {
 constexpr MmaKnobs kShippedKnobs{.decode = Fp4Decode::placed};
 
 // The up (nw = 2: w1, w3, SwiGLU) or down (nw = 1: w2) projection of a call's tiles by
-// `kernel`, planes = 1 (bf16-exact activations) or 3 (f32); items_max bounds the work
-// items (tiles x m / 16) of the call. The staged kernels need the experts' packed bytes and
-// activations 16-byte aligned and their scales 4-byte aligned (the caller checks).
-void launch_expert_kernel(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
-                          cudaStream_t stream);  // moe_decode.cu
-// The shipped kernel (moe.cu) at kernel's knobs (shipped or one of its variants; a staged
-// kernel is refused).
+// the shipped kernel at `kernel`'s knobs (moe.cu), planes = 1 (bf16-exact activations) or
+// 3 (f32); items_max bounds the work items (tiles x m / 16) of the call.
 void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
                        cudaStream_t stream);
 // The work list of `slots` routed slots (sel: expert ids), on the device (moe.cu).
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
                  cudaStream_t stream);
-// Whether the cp.async kernels (the staged decode kernels, the ring prefill GEMM of
-// expert_gemm.cuh) may read these projections: 16-byte packed weights, 4-byte scales.
-inline bool cp_async_aligned(const Fp4W& w) {
-  return reinterpret_cast<uintptr_t>(w.packed) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scales) % 4 == 0;
-}
-
 }  // namespace dsv4::cuda

@@ -14,8 +14,7 @@
 // f32 as three exact planes) and, for every output column, the same f32 order: chunk c
 // into partial c % 8 (chunks ascending, the mma chained), the 8 partials added in order,
 // then NVFP4's scale_2. Only the shared expert's GEMM order differs from decode (law 2).
-// The expert kernels (regs and the ring kernels, same bits; moe_prefill.h) are
-// in expert_gemm.cuh.
+// The expert kernel is expert_gemm.cuh's.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -27,33 +26,16 @@
 #include "base/error.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/expert_gemm.cuh"
-#include "kernels/cuda/moe_prefill.h"
 
 namespace dsv4 {
 
-using cuda::ExpertGemmKernel;
-
 void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                        int k, float swiglu_limit, const Numerics& num, float* out) {
-  moe_gemm_on(ExpertGemmKernel::ring_w16, b, x, rows, sel, wt, k, swiglu_limit, num, out);
-}
-
-void cuda::moe_gemm_with(Ops& ops, ExpertGemmKernel kernel, const BlockWeights& b, const float* x, int rows,
-                         const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
-                         float* out) {
-  auto* cuda_ops = dynamic_cast<CudaOps*>(&ops);
-  if (cuda_ops == nullptr) throw Error(cat("moe_gemm_with: needs the cuda backend, got ", ops.name()));
-  cuda_ops->moe_gemm_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
-}
-
-void CudaOps::moe_gemm_on(ExpertGemmKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
-                          const float* wt, int k, float swiglu_limit, const Numerics& num, float* out) {
   using namespace cuda::prefill_moe;
   const int hidden = static_cast<int>(b.shared_w1.in()), shared_inter = static_cast<int>(b.shared_w1.out());
   const int n_experts = static_cast<int>(b.experts.size());
   int inter = 0;
-  bool aligned = false;  // the ring kernels' cp.async copies (expert_table: once per block)
-  const cuda::ExpertW* experts = expert_table(b, hidden, &inter, &aligned);
+  const cuda::ExpertW* experts = expert_table(b, hidden, &inter);  // cp.async-aligned (checked there)
   cuda::check_experts(b, k, hidden, inter, num);
   const bool native = num.expert_arm == ExpertArm::native;
   if (rows == 0) return;
@@ -82,8 +64,6 @@ void CudaOps::moe_gemm_on(ExpertGemmKernel kernel, const BlockWeights& b, const 
   auto* hb = reinterpret_cast<uint4*>(take(sizes[4]));
   float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
 
-  // Every kernel computes the same bits; the ring kernels need cp.async-aligned weights.
-  const ExpertGemmKernel which = kernel == ExpertGemmKernel::regs || aligned ? kernel : ExpertGemmKernel::regs;
   // One projection family over every tile: bf16 planes of `in` [n_in, K], then the kernel.
   auto project = [&](auto up, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,
                      float* o) {
@@ -95,7 +75,7 @@ void CudaOps::moe_gemm_on(ExpertGemmKernel kernel, const BlockWeights& b, const 
       constexpr int Pc = decltype(plane_count)::value;
       bf16_planes_kernel<Pc><<<cuda::blocks_for(groups, kThreads), kThreads, 0, stream_>>>(in, groups, planes);
       DSV4_CUDA_LAUNCH_CHECK();
-      launch_expert_gemm<Up, Pc>(which, args, items, sm_count_, stream_);
+      launch_expert_gemm<Up, Pc>(args, items, sm_count_, stream_);
     };
     if (P == 1)
       run(std::integral_constant<int, 1>{});

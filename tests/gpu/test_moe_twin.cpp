@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "kernels/cuda/expert_kernel.h"
-#include "kernels/cuda/moe_prefill.h"
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
@@ -354,7 +353,7 @@ TEST_CASE("moe_gemm twin at Flash shapes: 24 rows over 128 of the 256 experts, b
 // bits; its first `cpu_rows` rows are checked against the CPU reference (row by row
 // independent there) at check_moe's bounds.
 void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host,
-                       uint64_t seed, int cpu_rows, std::optional<cuda::ExpertGemmKernel> kernel = {}) {
+                       uint64_t seed, int cpu_rows) {
   const int rows = static_cast<int>(sel_host.size()) / kK;
   Backends b;
   Rng rng(seed);
@@ -366,17 +365,11 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
   PairI sel = put_i32(b, sel_host);
   PairF wt = put(b, wt_host);
   const size_t n = static_cast<size_t>(rows) * s.hidden;
-  // The engine's moe_gemm, or moe_gemm on another expert kernel (moe_prefill.h).
   auto gemm = [&](const Numerics& num, float limit, float* o) {
-    if (kernel)
-      cuda::moe_gemm_with(*b.gpu, *kernel, blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
-    else
-      b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
+    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
   };
   for (const auto& [a, num] : arms_for(0.0f)) {
-    const std::string op =
-        kernel ? std::string("moe_gemm on ") + cuda::expert_gemm_kernel_name(*kernel) + " vs moe " : "moe_gemm vs moe ";
-    const std::string what = case_name(op.c_str(), recipe, a, s, rows);
+    const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows);
     PairF out = zeros(b, n), again = zeros(b, n);
     gemm(num, a.limit, out[kGpu]);
     const std::vector<float> got = get(b, out, kGpu);
@@ -419,30 +412,35 @@ TEST_CASE("moe_gemm at Flash shapes, 300 rows: experts over 64 slots and of 1; v
     check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 99 : 100, 4);
 }
 
-// ---- the staged decode expert kernel (kernels/cuda/moe_decode.cu) ----
+// A 1024-row chunk at Flash shapes, as the prefill benchmark's: expert 3 in every row
+// (16 full tiles), expert 250 in rows 0-64 (a full tile and one of a single slot), the
+// other slots uniform over the rest (tiles of ~24 slots). The CPU checks rows 0-1.
+TEST_CASE("moe_gemm at Flash shapes, 1024 rows: full tiles of 64; vs moe bitwise, vs cpu") {
+  constexpr int kChunkRows = 1024;
+  Rng pick(103);
+  std::vector<int32_t> sel, pool;
+  for (int e = 0; e < 256; ++e)
+    if (e != 3 && e != 250) pool.push_back(e);
+  for (int t = 0; t < kChunkRows; ++t) {
+    std::shuffle(pool.begin(), pool.end(), pick.gen);
+    sel.push_back(3);
+    for (int j = 1; j < kK; ++j) sel.push_back(j == 1 && t < 65 ? 250 : pool[j]);
+  }
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 104 : 105, 2);
+}
 
-// CudaOps::moe's routed experts on `kernel` for the scope, the engine's choice after.
-struct ExpertKernelScope {
-  cuda::ExpertKernel before = cuda::expert_kernel();
-  explicit ExpertKernelScope(cuda::ExpertKernel kernel) { cuda::use_expert_kernel(kernel); }
-  ~ExpertKernelScope() { cuda::use_expert_kernel(before); }
-  ExpertKernelScope(const ExpertKernelScope&) = delete;
-  ExpertKernelScope& operator=(const ExpertKernelScope&) = delete;
-};
+// ---- the shipped decode expert kernel's variants (expert_kernel.h) ----
 
 using ExpertKernels = std::vector<std::pair<cuda::ExpertKernel, const char*>>;
-const ExpertKernels kStagedKernels = {{cuda::ExpertKernel::staged3, " staged S3"},
-                                      {cuda::ExpertKernel::staged4, " staged S4"},
-                                      {cuda::ExpertKernel::staged4_placed, " staged S4 placed"}};
 
-// The kernels feed the shipped kernel's products in its K order and combine the same
-// partials, so every arm's output of each is the shipped kernel's bit for bit: on the
-// first n rows for n in 1, 2, 4, 6, 8 (<= rows) and all rows; each kernel's rows equal the
-// same rows alone (SPECDECODE.md §6.3); the first kernel's first cpu_rows rows against the
-// CPU reference at check_moe's bounds. x starts x_offset floats into its buffer: 1 leaves
-// every row unaligned, which a staged choice must answer with the shipped kernel (the same
-// bits, no misaligned copy) and the shipped kernel's variants with their scalar loads.
-// scale_2 > 0 as in check_moe.
+// The variants feed the shipped kernel's products in its K order and combine the same
+// partials, so every arm's output of each (cuda::moe_with) is the engine's moe's bit for
+// bit: on the first n rows for n in 1, 2, 4, 6, 8 (<= rows) and all rows; each variant's
+// rows equal the same rows alone (SPECDECODE.md §6.3); the first variant's first cpu_rows
+// rows against the CPU reference at check_moe's bounds. x starts x_offset floats into its
+// buffer: 1 leaves every row unaligned, which the variants answer with their scalar
+// loads. scale_2 > 0 as in check_moe.
 void check_expert_kernels(const ExpertKernels& kernels, const MoeShape& s, ExpertRecipe recipe,
                           const std::vector<int32_t>& sel_host, uint64_t seed, int cpu_rows, float scale_2 = 0.0f,
                           int x_offset = 0) {
@@ -460,31 +458,29 @@ void check_expert_kernels(const ExpertKernels& kernels, const MoeShape& s, Exper
   for (int n : {1, 2, 4, 6, 8, rows})
     if (n <= rows && std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
   for (const auto& [a, num] : arms_for(scale_2)) {
-    // The MoE of rows [first, first + n) on the GPU.
-    auto run = [&, &a = a, &num = num](int first, int n) {
+    // The MoE of rows [first, first + n) on the GPU: the engine's (no variant) or on `kernel`.
+    auto run = [&, &a = a, &num = num](int first, int n, std::optional<cuda::ExpertKernel> kernel = {}) {
       PairF out = zeros(b, static_cast<size_t>(n) * s.hidden);
-      b.gpu->moe(blk.w, x[kGpu] + x_offset + static_cast<size_t>(first) * s.hidden, n, sel[kGpu] + first * kK,
-                 wt[kGpu] + first * kK, kK, a.limit, num, out[kGpu]);
+      const float* xs = x[kGpu] + x_offset + static_cast<size_t>(first) * s.hidden;
+      if (kernel)
+        cuda::moe_with(*b.gpu, *kernel, blk.w, xs, n, sel[kGpu] + first * kK, wt[kGpu] + first * kK, kK, a.limit,
+                       num, out[kGpu]);
+      else
+        b.gpu->moe(blk.w, xs, n, sel[kGpu] + first * kK, wt[kGpu] + first * kK, kK, a.limit, num, out[kGpu]);
       return get(b, out, kGpu);
     };
     const std::string what = case_name("moe ", recipe, a, s, rows) + (x_offset ? " x unaligned" : "");
     for (int n : counts) {
-      const std::vector<float> shipped = [&] {
-        ExpertKernelScope scope(cuda::ExpertKernel::shipped);
-        return run(0, n);
-      }();
-      for (const auto& [kernel, name] : kernels) {
-        ExpertKernelScope scope(kernel);
-        check_bitwise(what + name + " first " + std::to_string(n) + " rows vs shipped", shipped, run(0, n));
-      }
+      const std::vector<float> shipped = run(0, n);
+      for (const auto& [kernel, name] : kernels)
+        check_bitwise(what + name + " first " + std::to_string(n) + " rows vs shipped", shipped, run(0, n, kernel));
     }
     std::vector<float> first_all;
     for (const auto& [kernel, name] : kernels) {
-      ExpertKernelScope scope(kernel);
-      const std::vector<float> all = run(0, rows);
+      const std::vector<float> all = run(0, rows, kernel);
       std::vector<float> singles;
       for (int t = 0; t < rows; ++t) {
-        const std::vector<float> one = run(t, 1);
+        const std::vector<float> one = run(t, 1, kernel);
         singles.insert(singles.end(), one.begin(), one.end());
       }
       check_bitwise(what + name + " rows vs single rows", all, singles);
@@ -510,12 +506,6 @@ std::vector<int32_t> flash_verify_selection() {
     }
   std::reverse_copy(sel.begin() + 6 * kK, sel.begin() + 7 * kK, sel.begin() + 7 * kK);
   return sel;
-}
-
-TEST_CASE("moe staged expert kernel at Flash shapes: the shipped kernel's bits at 1-8 rows, both recipes, every arm") {
-  const std::vector<int32_t> sel = flash_verify_selection();
-  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    check_expert_kernels(kStagedKernels, kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 101 : 102, 2);
 }
 
 // 20 rows sharing experts 0 and 9: tiles of 8 columns (and one of 4).
@@ -545,61 +535,6 @@ void check_small_widths_many_rows(const ExpertKernels& kernels, uint64_t seed) {
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_expert_kernels(kernels, kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? seed : seed + 1, kMany);
   check_expert_kernels(kernels, kSmall, ExpertRecipe::nvfp4, sel, seed + 2, kMany, 0.0123f);
-}
-
-TEST_CASE("moe staged expert kernel at small widths and 20 rows: the shipped kernel's bits") {
-  check_small_widths_many_rows(kStagedKernels, 103);
-}
-
-TEST_CASE("moe staged expert kernel: activations not 16-byte aligned run the shipped kernel (same bits)") {
-  check_expert_kernels(kStagedKernels, kSmall, ExpertRecipe::mxfp4, small_selection(), 106, kRows, 0.0f, 1);
-}
-
-// Every prefill expert kernel (kernels/cuda/expert_gemm.cuh, through cuda::moe_gemm_with;
-// CudaOps::moe_gemm runs ring_w16) computes the same columns: its moe_gemm rows equal
-// moe's bit for bit, repeated calls too, and the CPU's first rows at check_moe's bounds.
-constexpr cuda::ExpertGemmKernel kRingKernels[] = {cuda::ExpertGemmKernel::regs, cuda::ExpertGemmKernel::ring_w16,
-                                                   cuda::ExpertGemmKernel::ring_w8};
-
-// Small widths: K of 1 to 3 chunks (items shorter than the ring of chunks), hidden 384
-// (the down projection's second item half idle).
-TEST_CASE("moe_gemm on the ring expert kernels equals moe bit for bit: 37 rows at small widths") {
-  std::vector<int32_t> sel;
-  for (int t = 0; t < 37; ++t)
-    for (int j = 0; j < kK; ++j) sel.push_back((t * 7 + j * 5) % kExperts);  // distinct: 5 is odd to 16
-  for (const MoeShape& s : {kSmall, MoeShape{384, 256, kExperts, kExperts}})
-    for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-      for (cuda::ExpertGemmKernel kernel : kRingKernels)
-        check_gemm_vs_moe(s, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 101 : 102, 37, kernel);
-}
-
-// A 1024-row chunk at Flash shapes, as the prefill benchmark's: expert 3 in every row
-// (16 full tiles), expert 250 in rows 0-64 (a full tile and one of a single slot), the
-// other slots uniform over the rest (tiles of ~24 slots). The CPU checks rows 0-1.
-TEST_CASE("moe_gemm on the ring expert kernels at Flash shapes, 1024 rows: vs moe bitwise, vs cpu") {
-  constexpr int kChunkRows = 1024;
-  Rng pick(103);
-  std::vector<int32_t> sel, pool;
-  for (int e = 0; e < 256; ++e)
-    if (e != 3 && e != 250) pool.push_back(e);
-  for (int t = 0; t < kChunkRows; ++t) {
-    std::shuffle(pool.begin(), pool.end(), pick.gen);
-    sel.push_back(3);
-    for (int j = 1; j < kK; ++j) sel.push_back(j == 1 && t < 65 ? 250 : pool[j]);
-  }
-  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    for (cuda::ExpertGemmKernel kernel : kRingKernels)
-      check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 104 : 105, 2, kernel);
-}
-
-TEST_CASE("moe_gemm_with refuses a backend other than cuda, by name") {
-  Backends b;
-  Rng rng(106);
-  Block blk(rng, ExpertRecipe::nvfp4, false);
-  PairF x = put(b, rng.normals(kHidden, 1.0f));
-  CHECK_THROWS_WITH_AS(cuda::moe_gemm_with(*b.cpu, cuda::ExpertGemmKernel::ring_w16, blk.w, x[kCpu], 1, nullptr, nullptr,
-                                           kK, 0.0f, Numerics{}, x[kCpu]),
-                       doctest::Contains("needs the cuda backend, got cpu"), Error);
 }
 
 // The shipped kernel's variants (moe_experts.cuh MmaKnobs, moe.cu knobs_of): more chunks
@@ -632,6 +567,35 @@ TEST_CASE("moe shipped kernel's variants at small widths and 20 rows: the shippe
 
 TEST_CASE("moe shipped kernel's variants: activations not 16-byte aligned (scalar loads), the same bits") {
   check_expert_kernels(kShippedVariants, kSmall, ExpertRecipe::mxfp4, small_selection(), 112, kRows, 0.0f, 1);
+}
+
+TEST_CASE("moe_with refuses a backend other than cuda, by name") {
+  Backends b;
+  Rng rng(106);
+  Block blk(rng, ExpertRecipe::nvfp4, false);
+  PairF x = put(b, rng.normals(kHidden, 1.0f));
+  CHECK_THROWS_WITH_AS(cuda::moe_with(*b.cpu, cuda::ExpertKernel::ahead3, blk.w, x[kCpu], 1, nullptr, nullptr, kK,
+                                      0.0f, Numerics{}, x[kCpu]),
+                       doctest::Contains("needs the cuda backend, got cpu"), Error);
+}
+
+// Every device tensor is its own cudaMalloc allocation, so the expert GEMM's cp.async
+// copies always meet aligned bytes; a view that is not (here: device bytes 4 past an
+// allocation) is refused by name when the block's expert table is built, by moe_gemm and
+// moe alike (CudaOps::expert_table).
+TEST_CASE("moe and moe_gemm refuse expert bytes not 16-byte aligned in device memory, naming the tensor") {
+  Backends b;
+  Rng rng(113);
+  Block blk(rng, ExpertRecipe::mxfp4, false);
+  TensorView& w1 = blk.w.experts[0].w1.weight;
+  PairF bytes = put(b, std::vector<float>(w1.nbytes / sizeof(float) + 4, 0.0f));
+  w1.data = reinterpret_cast<const uint8_t*>(bytes[kGpu]) + 4;
+  w1.on_device = true;
+  const std::string refusal = "expert tensor '" + w1.name + "' is not 16-byte aligned in device memory";
+  CHECK_THROWS_WITH_AS(b.gpu->moe(blk.w, nullptr, 0, nullptr, nullptr, kK, 0.0f, Numerics{}, nullptr),
+                       doctest::Contains(refusal.c_str()), Error);
+  CHECK_THROWS_WITH_AS(b.gpu->moe_gemm(blk.w, nullptr, 0, nullptr, nullptr, kK, 0.0f, Numerics{}, nullptr),
+                       doctest::Contains(refusal.c_str()), Error);
 }
 
 }  // namespace dsv4::twin
