@@ -2,13 +2,10 @@
 // variants (llm.c dev/cuda style) at the Flash shapes: hidden 4096, inter 2048, 256
 // experts, 6 a row, 1 / 2 / 4 / 6 / 8 rows (plain decode and verify rounds), MXFP4 and
 // NVFP4, activations bf16-exact (P = 1 plane) and f32 (P = 3). "shipped" is
-// expert_mma_kernel (moe.cu); its knobs (moe_experts.cuh MmaKnobs): "ahead 3" / "ahead 4"
-// load 3 / 4 chunks a warp before multiplying (2 shipped), "pipe 1" / "pipe 2" load the
-// warp's next group of 1 / 2 chunks before multiplying the current one (across work
-// items), "placed" decodes the e2m1 codes by placing their bits (expert_mma.cuh
-// e2m1x8_to_bf16x2_placed), "occ +1" asks one more resident block per SM (fewer
-// registers), "pipe1 plc" / "pipe1 occ" pipe 1 with placed / occ +1. All feed the same
-// products in the same K order, so each must equal the shipped output bit for bit
+// expert_mma_kernel (moe.cu), which places the e2m1 codes' bits (expert_mma.cuh
+// e2m1x8_to_bf16x2_placed); "lookup" decodes them by prmt lookups (its knob, moe_experts.cuh
+// MmaKnobs; the other knobs measured at 3c8d2b5 lost and were dropped). Both feed the same
+// products in the same K order, so lookup must equal the shipped output bit for bit
 // ("=shipped"). Every variant is also checked against a host
 // reference (f64 sums of the decoded weights, CHECKPOINT.md §3.5-§3.7; every 8th output
 // row) at the twin test's f32-order bound, 1e-5 in rel_l2 and max_norm.
@@ -250,15 +247,7 @@ struct Variant {
   cuda::ExpertKernel kernel;
 };
 // The shipped kernel, then its variants (moe.cu knobs_of).
-constexpr Variant kVariants[] = {{"shipped", cuda::ExpertKernel::shipped},
-                                 {"ahead 3", cuda::ExpertKernel::ahead3},
-                                 {"ahead 4", cuda::ExpertKernel::ahead4},
-                                 {"pipe 1", cuda::ExpertKernel::pipelined1},
-                                 {"pipe 2", cuda::ExpertKernel::pipelined2},
-                                 {"placed", cuda::ExpertKernel::placed},
-                                 {"occ +1", cuda::ExpertKernel::occupancy},
-                                 {"pipe1 plc", cuda::ExpertKernel::pipelined1_placed},
-                                 {"pipe1 occ", cuda::ExpertKernel::pipelined1_occupancy}};
+constexpr Variant kVariants[] = {{"shipped", cuda::ExpertKernel::shipped}, {"lookup", cuda::ExpertKernel::lookup}};
 
 // Every variant of one projection (nw 2 up, 1 down) at one recipe, plane count and row
 // count; returns false when a check failed.

@@ -1,8 +1,8 @@
 // Which variant of the decode MoE's routed-expert kernel (expert_mma_kernel, kernels/cuda/
 // moe.cu; MODEL.md §4.23) computes a call: the engine's CudaOps::moe runs `shipped`; the
-// others are its compile-time variants (moe_experts.cuh MmaKnobs, moe.cu knobs_of), which
-// feed the same products in the same K order, so every one gives the shipped bits. The dev
-// bench (bench/dev/moe_variants.cu) and the twin test reach them to compare them bit for
+// other is its compile-time variant (moe_experts.cuh MmaKnobs, moe.cu knobs_of), which
+// feeds the same products in the same K order, so it gives the shipped bits. The dev
+// bench (bench/dev/moe_variants.cu) and the twin test reach it to compare them bit for
 // bit. A plain header, so host-compiled tests can call it.
 #pragma once
 #include <cstdint>
@@ -11,23 +11,10 @@
 
 namespace dsv4::cuda {
 
-// ahead3 / ahead4 load 3 / 4 chunks a warp before multiplying (2 shipped); pipelined1 /
-// pipelined2 load a warp's next group of 1 / 2 chunks before multiplying the current one,
-// across work items; placed decodes the codes by placing their bits; occupancy asks the
-// compiler for one more resident block per SM (fewer registers); pipelined1_placed /
-// pipelined1_occupancy combine them. moe.cu walks the values up to kLastExpertKernel.
-enum class ExpertKernel {
-  shipped,
-  ahead3,
-  ahead4,
-  pipelined1,
-  pipelined2,
-  placed,
-  occupancy,
-  pipelined1_placed,
-  pipelined1_occupancy
-};
-constexpr ExpertKernel kLastExpertKernel = ExpertKernel::pipelined1_occupancy;
+// lookup decodes the e2m1 codes by prmt lookups (the shipped kernel places their bits;
+// moe_experts.cuh MmaKnobs). moe.cu walks the values up to kLastExpertKernel.
+enum class ExpertKernel { shipped, lookup };
+constexpr ExpertKernel kLastExpertKernel = ExpertKernel::lookup;
 
 // ops.moe(...) (kernels/ops.h) on a CUDA backend with its routed experts on `kernel`.
 // Throws Error naming the backend when `ops` is not the CUDA one.

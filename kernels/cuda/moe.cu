@@ -130,7 +130,7 @@ struct RunGroup {
 // m0 + g + 8 and slot column g; in chunk c it takes the 32-element run at k0 = 128c + 32t
 // (one 16-byte load per row, one scale group of MXFP4, two of NVFP4); word q of the run
 // gives steps 2q and 2q+1 (cuda::a_fragments). Warp w takes chunks w, w + 8, ... in
-// ascending order (acc chained through every mma), kn.ahead of them loaded before the
+// ascending order (acc chained through every mma), kAhead of them loaded before the
 // first is multiplied; the 8 warps' sums are added in warp order. P activation planes: 1
 // when a_s is bf16-exact (e4m3 values, bf16-rounded), 3 for f32 (x = hi + mid + lo, each
 // bf16, exactly: 24 = 3 x 8 significant bits).
@@ -140,83 +140,17 @@ __device__ inline void tile_product(const MmaArgs& a, int tile, int64_t m0, floa
   cuda::TileItem<NW> it(a, tile);
   const int64_t chunks = a.k / kChunk;
 #pragma unroll 1
-  for (int64_t c = warp; c < chunks; c += int64_t{kWarps} * kn.ahead) {
-    RunGroup<NW, kn.ahead> runs;
+  for (int64_t c = warp; c < chunks; c += int64_t{kWarps} * cuda::kAhead) {
+    RunGroup<NW, cuda::kAhead> runs;
     runs.load(it.w, it.gs, m0, c, chunks);
     runs.template multiply<P, kn.decode>(it, c, chunks);
   }
   cuda::tile_epilogue<NW>(a, it.slots, it.w, m0, it.acc, part);
 }
 
-// kn.pipelined: tile_product's items and groups with a warp's next group loaded before the
-// current one is multiplied — the groups in the order they are multiplied (items
-// blockIdx.x, + gridDim.x, ...; in each the warp's chunks warp, warp + 8 ahead, ...), so
-// across items too: the next item's first runs are in flight through this item's last
-// decode, its epilogue and its barriers. The next item's projections are read when this
-// item starts, a group or more before its runs are loaded from them.
-template <int NW, int P, cuda::MmaKnobs kn>
-__device__ inline void pipelined_items(const MmaArgs& a, int64_t m_tiles, int64_t items,
-                                       float (&part)[kWarps][NW][4][cuda::kWarp]) {
-  const int warp = threadIdx.x / cuda::kWarp;
-  const int64_t chunks = a.k / kChunk, stride = int64_t{kWarps} * kn.ahead;
-  // The projections of item i and the log2 of their scale groups.
-  auto item_weights = [&](int64_t i, cuda::Fp4W (&w)[NW], int (&gs)[NW]) {
-    cuda::projections<NW>(a.tiles.w[i / m_tiles], w);
-#pragma unroll
-    for (int j = 0; j < NW; ++j) gs[j] = __ffs(w[j].group) - 1;
-  };
-  RunGroup<NW, kn.ahead> cur;
-  if (int64_t{blockIdx.x} < items) {
-    cuda::Fp4W w[NW];
-    int gs[NW];
-    item_weights(blockIdx.x, w, gs);
-    cur.load(w, gs, blockIdx.x % m_tiles * kTileRows, warp, chunks);
-  }
-#pragma unroll 1
-  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
-    const int64_t m0 = i % m_tiles * kTileRows, after = i + gridDim.x;
-    cuda::TileItem<NW> it(a, i / m_tiles);
-    cuda::Fp4W after_w[NW];
-    int after_gs[NW];
-    if (after < items) item_weights(after, after_w, after_gs);
-#pragma unroll 1
-    for (int64_t c = warp; c < chunks; c += stride) {
-      RunGroup<NW, kn.ahead> next;
-      if (c + stride < chunks)
-        next.load(it.w, it.gs, m0, c + stride, chunks);
-      else if (after < items)
-        next.load(after_w, after_gs, after % m_tiles * kTileRows, warp, chunks);
-      cur.template multiply<P, kn.decode>(it, c, chunks);
-      cur = next;  // waits for next's loads: they had the whole multiply to arrive
-    }
-    cuda::tile_epilogue<NW>(a, it.slots, it.w, m0, it.acc, part);
-    __syncthreads();  // `part` is rewritten by the next item
-  }
-}
-
 // The knobs of the shipped kernel's variants (expert_kernel.h); the engine runs `shipped`.
 __host__ __device__ constexpr cuda::MmaKnobs knobs_of(cuda::ExpertKernel v) {
-  using cuda::ExpertKernel;
-  switch (v) {
-    case ExpertKernel::ahead3:
-      return {.ahead = 3};
-    case ExpertKernel::ahead4:
-      return {.ahead = 4};
-    case ExpertKernel::pipelined1:
-      return {.ahead = 1, .pipelined = true};
-    case ExpertKernel::pipelined2:
-      return {.ahead = 2, .pipelined = true};
-    case ExpertKernel::placed:
-      return {.decode = cuda::Fp4Decode::placed};
-    case ExpertKernel::occupancy:
-      return {.extra_blocks = 1};
-    case ExpertKernel::pipelined1_placed:
-      return {.ahead = 1, .pipelined = true, .decode = cuda::Fp4Decode::placed};
-    case ExpertKernel::pipelined1_occupancy:
-      return {.ahead = 1, .pipelined = true, .extra_blocks = 1};
-    default:
-      return cuda::kShippedKnobs;
-  }
+  return v == cuda::ExpertKernel::lookup ? cuda::MmaKnobs{.decode = cuda::Fp4Decode::lookup} : cuda::kShippedKnobs;
 }
 
 // Work item i = (tile i / (m / 16), rows 16 (i % (m / 16)) ..): a fixed grid of resident
@@ -225,20 +159,15 @@ __host__ __device__ constexpr cuda::MmaKnobs knobs_of(cuda::ExpertKernel v) {
 // (A kernel's template arguments name the variant: nvcc's host stubs take no class-type
 // ones.)
 template <int NW, int P, cuda::ExpertKernel V>
-__global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW> + knobs_of(V).extra_blocks)
-    expert_mma_kernel(MmaArgs a) {
+__global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW>) expert_mma_kernel(MmaArgs a) {
   constexpr cuda::MmaKnobs kn = knobs_of(V);
   __shared__ float part[kWarps][NW][4][cuda::kWarp];
   const int64_t m_tiles = a.m / kTileRows;
   const int64_t items = *a.tiles.count * m_tiles;
-  if constexpr (kn.pipelined) {
-    pipelined_items<NW, P, kn>(a, m_tiles, items, part);
-  } else {
 #pragma unroll 1
-    for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
-      tile_product<NW, P, kn>(a, static_cast<int>(i / m_tiles), i % m_tiles * kTileRows, part);
-      __syncthreads();  // `part` is rewritten by the next item
-    }
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    tile_product<NW, P, kn>(a, static_cast<int>(i / m_tiles), i % m_tiles * kTileRows, part);
+    __syncthreads();  // `part` is rewritten by the next item
   }
 }
 

@@ -154,21 +154,18 @@ __device__ inline void tile_epilogue(const MmaArgs& a, const int32_t* slots, con
 template <int NW>
 constexpr int kMinBlocks = NW == 2 ? 2 : 3;
 
-// The compile-time knobs of the shipped kernel (moe.cu expert_mma_kernel). None changes a
-// product or the K order (a warp's chunks ascending through one acc chain, the warps'
-// sums added in warp order), so every setting gives the shipped bits; what changes is how
-// many weight bytes a warp has in flight and how many warps an SM holds. The engine runs
-// kShippedKnobs; the dev bench and the twin test reach the others (ExpertKernel).
+// The compile-time knobs of the shipped kernel (moe.cu expert_mma_kernel): how the e2m1
+// codes become bf16 (the same A fragments either way, so the same bits). The placed
+// decode is 1-8% faster than the lookup at 1-8 rows on both recipes and both projections
+// (dsv4-dev-moe at 3c8d2b5, bench/results/2026-12-02_dev_moe_3c8d2b5_h200.txt). Measured
+// there and dropped, each bit for bit the shipped kernel too: 3 or 4 chunks loaded ahead
+// (2 kept: kAhead), a walk loading a warp's next group before multiplying the current one
+// across items, one more resident block per SM — 10-40% slower (spills or occupancy).
 struct MmaKnobs {
-  int ahead = 2;                         // chunks a warp loads before it multiplies the first (a group)
-  bool pipelined = false;                // the warp's next group loaded before this one is multiplied
-  Fp4Decode decode = Fp4Decode::lookup;  // how the e2m1 codes become bf16 (same A fragments)
-  int extra_blocks = 0;                  // resident blocks per SM asked beyond kMinBlocks<NW>
+  Fp4Decode decode = Fp4Decode::placed;
 };
-// The placed decode: 1-8% faster than the lookup at 1-8 rows on both recipes and both
-// projections (dsv4-dev-moe at 3c8d2b5, bench/results/2026-12-02_dev_moe_3c8d2b5_h200.txt);
-// the other knobs lost.
-constexpr MmaKnobs kShippedKnobs{.decode = Fp4Decode::placed};
+constexpr MmaKnobs kShippedKnobs{};
+constexpr int kAhead = 2;  // chunks a warp loads before it multiplies the first (a group)
 
 // The up (nw = 2: w1, w3, SwiGLU) or down (nw = 1: w2) projection of a call's tiles by
 // the shipped kernel at `kernel`'s knobs (moe.cu), planes = 1 (bf16-exact activations) or

@@ -537,22 +537,13 @@ void check_small_widths_many_rows(const ExpertKernels& kernels, uint64_t seed) {
   check_expert_kernels(kernels, kSmall, ExpertRecipe::nvfp4, sel, seed + 2, kMany, 0.0123f);
 }
 
-// The shipped kernel's variants (moe_experts.cuh MmaKnobs, moe.cu knobs_of): more chunks
-// loaded ahead, the next group loaded before the current one is multiplied (across work
-// items), the e2m1 codes placed, one more resident block per SM. None changes a product or
-// the K order, so each gives the shipped bits.
-const ExpertKernels kShippedVariants = {{cuda::ExpertKernel::ahead3, " ahead 3"},
-                                        {cuda::ExpertKernel::ahead4, " ahead 4"},
-                                        {cuda::ExpertKernel::pipelined1, " pipelined 1"},
-                                        {cuda::ExpertKernel::pipelined2, " pipelined 2"},
-                                        {cuda::ExpertKernel::placed, " placed"},
-                                        {cuda::ExpertKernel::occupancy, " occupancy +1"},
-                                        {cuda::ExpertKernel::pipelined1_placed, " pipelined 1 placed"},
-                                        {cuda::ExpertKernel::pipelined1_occupancy, " pipelined 1 occupancy +1"}};
+// The shipped kernel's variant (moe_experts.cuh MmaKnobs, moe.cu knobs_of): the e2m1 codes
+// by prmt lookups instead of placed. It changes no product and not the K order, so it
+// gives the shipped bits.
+const ExpertKernels kShippedVariants = {{cuda::ExpertKernel::lookup, " lookup"}};
 
 // At one row a call has 6 tiles: up 768 items, down 1536, over the resident blocks (2-4
-// per SM), so every block walks several items and the pipelined variants carry a group
-// across item boundaries; 8 rows give 42 tiles.
+// per SM), so every block walks several items; 8 rows give 42 tiles.
 TEST_CASE("moe shipped kernel's variants at Flash shapes: the shipped kernel's bits at 1-8 rows, both recipes, "
           "every arm") {
   const std::vector<int32_t> sel = flash_verify_selection();
@@ -560,7 +551,7 @@ TEST_CASE("moe shipped kernel's variants at Flash shapes: the shipped kernel's b
     check_expert_kernels(kShippedVariants, kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 107 : 108, 2);
 }
 
-// A pipelined warp with no chunk (small widths: 2 up, 1 down) carries no group.
+// Small widths: 2 chunks up, 1 down, so most warps of a block have no chunk.
 TEST_CASE("moe shipped kernel's variants at small widths and 20 rows: the shipped kernel's bits") {
   check_small_widths_many_rows(kShippedVariants, 109);
 }
@@ -574,7 +565,7 @@ TEST_CASE("moe_with refuses a backend other than cuda, by name") {
   Rng rng(106);
   Block blk(rng, ExpertRecipe::nvfp4, false);
   PairF x = put(b, rng.normals(kHidden, 1.0f));
-  CHECK_THROWS_WITH_AS(cuda::moe_with(*b.cpu, cuda::ExpertKernel::ahead3, blk.w, x[kCpu], 1, nullptr, nullptr, kK,
+  CHECK_THROWS_WITH_AS(cuda::moe_with(*b.cpu, cuda::ExpertKernel::lookup, blk.w, x[kCpu], 1, nullptr, nullptr, kK,
                                       0.0f, Numerics{}, x[kCpu]),
                        doctest::Contains("needs the cuda backend, got cpu"), Error);
 }
