@@ -63,15 +63,20 @@ __global__ void __launch_bounds__(kThreads) link_kernel(const uint16_t* w, const
   const int lane = threadIdx.x % cuda::kWarp;
   const int64_t r = int64_t{blockIdx.x} * kWarps + threadIdx.x / cuda::kWarp;
   const uint4* row = reinterpret_cast<const uint4*>(w + r * K);
+  // Both modes put all kChunks loads in flight before the first use (plain loads stay on
+  // their side of an asm memory clobber), so they differ only in where the wait stands.
   uint4 q[kChunks];
-  if (kPrefetch)
+  auto load = [&] {
 #pragma unroll
-    for (int j = 0; j < kChunks; ++j) q[j] = __ldg(row + lane + j * cuda::kWarp);
+    for (int j = 0; j < kChunks; ++j) q[j] = row[lane + j * cuda::kWarp];
+  };
+  if (kPrefetch) load();
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
-  if (!kPrefetch)
-#pragma unroll
-    for (int j = 0; j < kChunks; ++j) q[j] = __ldg(row + lane + j * cuda::kWarp);
+  if (!kPrefetch) {
+    load();
+    asm volatile("" ::: "memory");
+  }
   float acc = 0.0f;
 #pragma unroll
   for (int j = 0; j < kChunks; ++j) {

@@ -2,7 +2,7 @@
 // kernels loses much of its time at kernel boundaries — each kernel's launch, block
 // scheduling and first DRAM round trip, and the previous one's tail).
 //
-// CUDA C++ Programming Guide, "Programmatic Dependent Launch and Synchronization": a kernel
+// CUDA C++ Programming Guide §4.5, "Programmatic Dependent Launch and Synchronization": a kernel
 // launched with cudaLaunchAttributeProgrammaticStreamSerialization may start before the
 // kernel ahead of it in the stream has finished — once every block of that primary has
 // executed griddepcontrol.launch_dependents (pdl_launch_dependents) or exited. Its
@@ -36,7 +36,10 @@
 //
 // Launches carry the attribute when PDL is on for the calling thread (set_pdl, set by
 // CudaOps::activate from the run config's cuda_pdl); the kernels are the same either way,
-// so results are bit-identical with it on or off.
+// so results are bit-identical with it on or off. On by default: every kernel launched
+// here keeps the contract above, and the GPU test "cuda pdl: ..." (tests/gpu/
+// test_step_graph_cuda.cpp) holds decode steps and verify rounds to the bits of a run
+// without it; cuda_pdl: false / --no-cuda-pdl is the A/B and the way to rule it out.
 #pragma once
 #include <cuda_runtime.h>
 
