@@ -63,8 +63,9 @@ __global__ void __launch_bounds__(kThreads) link_kernel(const uint16_t* w, const
   const int lane = threadIdx.x % cuda::kWarp;
   const int64_t r = int64_t{blockIdx.x} * kWarps + threadIdx.x / cuda::kWarp;
   const uint4* row = reinterpret_cast<const uint4*>(w + r * K);
-  // Both modes put all kChunks loads in flight before the first use (plain loads stay on
-  // their side of an asm memory clobber), so they differ only in where the wait stands.
+  // Both modes put all kChunks loads in flight before the first use, so they differ only in
+  // where the wait stands: ptxas keeps loads above a griddepcontrol.wait, so pdl mode issues
+  // a second one (it returns at once) after its loads, where an empty asm would not hold.
   uint4 q[kChunks];
   auto load = [&] {
 #pragma unroll
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kThreads) link_kernel(const uint16_t* w, const
   cuda::pdl_launch_dependents();
   if (!kPrefetch) {
     load();
-    asm volatile("" ::: "memory");
+    cuda::pdl_wait();
   }
   float acc = 0.0f;
 #pragma unroll
