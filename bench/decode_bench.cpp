@@ -9,6 +9,8 @@
 // --steps timed steps after --warmup. A plain step runs as one captured CUDA graph per
 // stage (Ops::run_step, issue 12) unless --no-cuda-graphs; the op profile runs its steps
 // op by op (every op synchronized, no graph). The path measured is printed and recorded.
+// Kernels launch with Programmatic Dependent Launch unless --no-cuda-pdl (kernels/cuda/
+// launch.cuh): two runs, with and without, A/B it (the same bits either way).
 // --prefill-lens adds the prefill rows (issue 13, bench/prefill_rows.h): time to first
 // token of generated prompts, tokens/s and TFLOP/s.
 #include <algorithm>
@@ -93,6 +95,8 @@ int run(int argc, char** argv) {
                           "synchronizes around every op, so it is a separate pass); 0: none",
        cxxopts::value<int64_t>()->default_value("4096"))
       ("no-cuda-graphs", "run every plain step op by op instead of as a captured CUDA graph (to compare)")
+      ("no-cuda-pdl", "launch each kernel after the previous one has ended, without Programmatic Dependent "
+                      "Launch (to compare; the run config's cuda_pdl: false)")
       ("profiler-steps", "after the plain rows, N more plain steps at the last --contexts position inside "
                          "a profiler range (cudaProfilerStart/Stop), for `ncu --profile-from-start off` "
                          "(bench/README.md); 0: none", cxxopts::value<int>()->default_value("0"))
@@ -148,7 +152,8 @@ int run(int argc, char** argv) {
   const std::string backend = args["backend"].as<std::string>();
   if (backend != "cuda" && backend != "cpu") throw Error(cat("--backend: '", backend, "' (cuda or cpu)"));
   const bool graphs = backend == "cuda" && !args.count("no-cuda-graphs");
-  std::unique_ptr<Ops> ops = backend == "cuda" ? make_cuda_ops(0, graphs) : make_cpu_ops();
+  const bool pdl = backend == "cuda" && !args.count("no-cuda-pdl");
+  std::unique_ptr<Ops> ops = backend == "cuda" ? make_cuda_ops(0, graphs, pdl) : make_cpu_ops();
   Checkpoint ckpt(cfg, so);
   ckpt.attach_weight_memory(ops->make_weight_memory());
   const bool verify = cfg.dspark.present;
@@ -243,9 +248,9 @@ int run(int argc, char** argv) {
   const StepGraphCounts path = ops->step_graph_counts();
   const std::string plain_path =
       path.replays > 0 ? "cuda graph (captured once per stage, replayed)" : "op by op (no graph)";
-  std::printf("plain steps: %s; %lld replayed, %lld captured, %lld run op by op\n", plain_path.c_str(),
-              static_cast<long long>(path.replays), static_cast<long long>(path.captures),
-              static_cast<long long>(path.plain));
+  std::printf("plain steps: %s; %lld replayed, %lld captured, %lld run op by op; kernels launched %s\n",
+              plain_path.c_str(), static_cast<long long>(path.replays), static_cast<long long>(path.captures),
+              static_cast<long long>(path.plain), pdl ? "with PDL" : "without PDL");
   if (verify) {
     if (!plain_ms.count(verify_ctx)) {
       plain->fill_for_benchmark(verify_ctx, 0xC0FFEEu + verify_ctx);
@@ -324,6 +329,7 @@ int run(int argc, char** argv) {
   out["backend"] = backend;
   out["plain_path"] = path.replays > 0 ? "cuda_graph" : "ops";
   out["plain_steps_replayed"] = path.replays;
+  out["pdl"] = pdl;
   out["model"] = cfg.source;
   out["experts"] = args["experts"].as<std::string>();
   out["shared_layers"] = so.share_layers_by_kind;

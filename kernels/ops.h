@@ -120,8 +120,10 @@ void require_op_line(int line);
 std::unique_ptr<Ops> make_cpu_ops();
 // Throws Error("backend: cuda ...") when the build has no CUDA or no device is usable.
 // step_graphs: run_step captures and replays CUDA graphs (false: every step op by op, for
-// debugging; run config cuda_graphs).
-std::unique_ptr<Ops> make_cuda_ops(int device, bool step_graphs = true);
+// debugging; run config cuda_graphs). pdl: kernels launch with Programmatic Dependent
+// Launch, each one's start overlapping the previous one's end (kernels/cuda/launch.cuh;
+// the same bits either way; run config cuda_pdl).
+std::unique_ptr<Ops> make_cuda_ops(int device, bool step_graphs = true, bool pdl = true);
 bool cuda_backend_built();
 // CUDA devices this process sees (0 without the CUDA backend, a driver or a device).
 int cuda_devices_visible();

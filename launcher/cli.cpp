@@ -53,6 +53,10 @@ Run config keys (YAML; configs/README.md documents each):
   cuda_graphs    true (default) | false: backend cuda runs each stage's plain decode step
                  as one CUDA graph, captured after a warm-up step and replayed; false runs
                  every op from the host (debugging; slower). profile_ops runs op by op
+  cuda_pdl       true (default) | false: backend cuda launches its kernels with
+                 Programmatic Dependent Launch, so a kernel's start (launch, block
+                 scheduling, first weight loads) overlaps the previous kernel's end; the
+                 same bits either way (false: to compare, or on a driver without it)
   weights        checkpoint (default: read model:) | synthetic: generate the tensors of
                  preset (tiny|flash), trunk_layers, experts (nvfp4|mxfp4), weights_seed in
                  place on every rank; share_layers: true (benchmarks) shares one layer per kind
@@ -115,6 +119,8 @@ cxxopts::Options make_options() {
      "(sets profile_ops: true)")
     ("no-cuda-graphs", "run every op of a plain decode step from the host instead of "
      "replaying a captured CUDA graph (debugging; sets cuda_graphs: false)")
+    ("no-cuda-pdl", "launch every kernel after the previous one has ended, without Programmatic "
+     "Dependent Launch (to compare; sets cuda_pdl: false)")
     ("liveness-timeout", "seconds without a peer's heartbeat before it is declared failed, "
      "0 = never (overrides liveness_timeout_s:, default 300)", cxxopts::value<std::string>())
     ("version", "print the source revision and whether CUDA is built in")
@@ -236,6 +242,7 @@ CliOptions parse_cli(int argc, char** argv) {
   }
   cli.profile_ops = r.count("profile-ops") > 0;
   cli.no_cuda_graphs = r.count("no-cuda-graphs") > 0;
+  cli.no_cuda_pdl = r.count("no-cuda-pdl") > 0;
   if (r.count("dump-logits")) cli.dump_logits = r["dump-logits"].as<std::string>();
   if (r.count("spec-stats")) cli.spec_stats = r["spec-stats"].as<std::string>();
   if (const auto stage = integer("stage-only", 0, INT32_MAX)) cli.stage_only = static_cast<int>(*stage);
@@ -259,6 +266,7 @@ void apply_cli(const CliOptions& cli, RunConfig& c) {
   if (cli.spec_costs) c.spec_costs = *cli.spec_costs;
   if (cli.profile_ops) c.profile_ops = true;
   if (cli.no_cuda_graphs) c.cuda_graphs = false;
+  if (cli.no_cuda_pdl) c.cuda_pdl = false;
   if (cli.liveness_timeout_s) c.liveness_timeout_s = *cli.liveness_timeout_s;
   if (cli.prompt) {
     c.prompt = *cli.prompt;

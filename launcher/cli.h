@@ -21,6 +21,7 @@ struct CliOptions {
   std::optional<double> liveness_timeout_s;  // --liveness-timeout SECONDS
   bool profile_ops = false;                 // --profile-ops (sets profile_ops: true)
   bool no_cuda_graphs = false;              // --no-cuda-graphs (sets cuda_graphs: false)
+  bool no_cuda_pdl = false;                 // --no-cuda-pdl (sets cuda_pdl: false)
   std::string dump_logits;                  // --dump-logits FILE.json
   std::string spec_stats;                   // --spec-stats FILE.json (speculative runs)
   std::optional<int> stage_only;            // --stage-only R (with --replay DIR)

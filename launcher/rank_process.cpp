@@ -77,7 +77,7 @@ struct RankRuntime {
 };
 
 std::unique_ptr<Ops> make_ops(const RunConfig& c, int device) {
-  return c.backend == Backend::cuda ? make_cuda_ops(device, c.cuda_graphs) : make_cpu_ops();
+  return c.backend == Backend::cuda ? make_cuda_ops(device, c.cuda_graphs, c.cuda_pdl) : make_cpu_ops();
 }
 
 // The largest boundary payload of the run in floats: h [T, hc, H] or taps [T, n_targets, H]

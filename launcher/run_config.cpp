@@ -251,6 +251,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
     else if (key == "stop_ids") c.stop_ids = rd.int32s(v, key, 0);
     else if (key == "profile_ops") c.profile_ops = rd.boolean(v, key);
     else if (key == "cuda_graphs") c.cuda_graphs = rd.boolean(v, key);
+    else if (key == "cuda_pdl") c.cuda_pdl = rd.boolean(v, key);
     else if (key == "liveness_timeout_s") c.liveness_timeout_s = rd.number(v, key, 0);
     else if (key == "prompt") c.prompt = rd.scalar(v, key);
     else if (key == "prompt_file")
@@ -274,7 +275,7 @@ RunConfig parse_run_config(const std::string& yaml_text, const std::string& sour
       throw Error(cat(rd.where(key), ": unknown key (known: model, backend, transport, "
                       "placement, max_seq, prompt_ids, max_new, numerics, devices, log_dir, "
                       "dump_boundary, drafter, spec_depth, spec_costs, profile_ops, cuda_graphs, stop_ids, "
-                      "liveness_timeout_s, "
+                      "cuda_pdl, liveness_timeout_s, "
                       "weights, preset, trunk_layers, experts, weights_seed, share_layers, prompt, "
                       "prompt_file, chat, system, thinking, stop, ignore_eos, temperature, top_k, "
                       "top_p, min_p, seed, max_prompt, prefill_chunk)"));

@@ -53,6 +53,7 @@ struct RunConfig {
   std::vector<int32_t> stop_ids;            // SPECDECODE S6; empty: run to max_new
   bool profile_ops = false;                 // per-op decode timing table in each rank's log
   bool cuda_graphs = true;                  // plain decode steps as captured CUDA graphs
+  bool cuda_pdl = true;                     // kernels launched with Programmatic Dependent Launch
   double liveness_timeout_s = kDefaultLivenessTimeout;  // a silent peer is declared failed; 0: never
   // Text generation (issue 14): a text prompt instead of prompt_ids, read by the
   // checkpoint's tokenizer; the output is streamed as text.

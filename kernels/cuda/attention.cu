@@ -15,6 +15,7 @@
 
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/tile_load.cuh"
 #include "base/error.h"
 
@@ -50,10 +51,11 @@ __device__ __forceinline__ void warp_transpose_sum(float (&v)[cuda::kWarp]) {
 // = (m_s, l_s); part [rows, heads, splits, dim] = o_s. Grid: x = group * splits + split,
 // y = rows. `vec`: kv, q and dim allow 16-byte loads.
 __global__ void __launch_bounds__(kThreads)
-sink_split_kernel(const float* __restrict__ q, int rows, int heads, int dim,
-                  const float* __restrict__ kv, const int32_t* __restrict__ idx, int width,
+sink_split_kernel(const float* q, int rows, int heads, int dim, const float* kv, const int32_t* idx, int width,
                   int splits, float scale, bool vec, float* __restrict__ ml,
                   float* __restrict__ part) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   extern __shared__ float4 smem4[];
   float* p = reinterpret_cast<float*>(smem4);  // [kSplit, kGroup] logits, then weights
   float* tile = p + kSplit * kGroup;           // [kSplit, dim] kv rows of the split
@@ -168,8 +170,10 @@ sink_split_kernel(const float* __restrict__ q, int rows, int heads, int dim,
 
 // Pass 2. Grid: x = head * dim slices + slice, y = rows; o [rows, heads, dim].
 __global__ void __launch_bounds__(kCombineThreads)
-sink_combine_kernel(const float* __restrict__ ml, const float* __restrict__ part, int rows,
+sink_combine_kernel(const float* ml, const float* part, int rows,
                     int heads, int dim, int splits, cuda::DenseW sink, float* __restrict__ o) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int slices = (dim + kCombineThreads - 1) / kCombineThreads;
   const int h = blockIdx.x / slices;
   const int i = blockIdx.x % slices * kCombineThreads + threadIdx.x;
@@ -224,13 +228,11 @@ void CudaOps::sink_attention(const float* q, int rows, int heads, int dim, const
   for (int t0 = 0; t0 < rows; t0 += chunk) {
     const int n = std::min(chunk, rows - t0);
     const int64_t r0 = static_cast<int64_t>(t0);
-    sink_split_kernel<<<dim3(static_cast<unsigned>(splits * groups), cuda::grid_rows(n)), kThreads, smem,
-                        stream_>>>(q + r0 * heads * dim, n, heads, dim, kv, idx + r0 * width, width, splits,
-                                   scale, vec, ml, part);
-    DSV4_CUDA_LAUNCH_CHECK();
-    sink_combine_kernel<<<dim3(static_cast<unsigned>(heads * slices), cuda::grid_rows(n)), kCombineThreads,
-                          0, stream_>>>(ml, part, n, heads, dim, splits, s, o + r0 * heads * dim);
-    DSV4_CUDA_LAUNCH_CHECK();
+    cuda::launch(sink_split_kernel, dim3(static_cast<unsigned>(splits * groups), cuda::grid_rows(n)), kThreads, smem,
+                 stream_, q + r0 * heads * dim, n, heads, dim, kv, idx + r0 * width, width, splits, scale, vec, ml,
+                 part);
+    cuda::launch(sink_combine_kernel, dim3(static_cast<unsigned>(heads * slices), cuda::grid_rows(n)), kCombineThreads,
+                 0, stream_, ml, part, n, heads, dim, splits, s, o + r0 * heads * dim);
   }
 }
 

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/finish_row.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace dsv4 {
 
@@ -110,6 +111,8 @@ __device__ void pool_row(const PoolIn& in, int b, float* row) {
 // thread pools and copies out the same elements e = tid + k*blockDim, so a block's next row
 // waits only on finish_row's barriers.
 __global__ void compress_blocks_kernel(PoolIn in, int n_blocks, int first_block, FinishArgs f, float* out) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   extern __shared__ float row[];  // [d]
   __shared__ float red[cuda::kWarp];
   const int d = in.d;
@@ -128,6 +131,8 @@ __global__ void compress_blocks_kernel(PoolIn in, int n_blocks, int first_block,
 // rows [r, 2r) -> [0, r) of kv and score (half = r * Lc floats each).
 __global__ void compress_at_kernel(PoolIn in, const int32_t* pos, const float* row_kv, const float* row_score,
                                    FinishArgs f, float* store, int64_t half, float* pend_kv, float* pend_score) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int64_t p = *pos;
   if (p < 0) return;  // uniform: every thread reads the same p
   const int d = in.d, lc = in.overlap ? 2 * d : d;
@@ -210,8 +215,7 @@ void CudaOps::compress_blocks(const CompressorWeights& c, const float* kv, const
   f.fc = rope_table(rope);
   const PoolIn in = pool_in(c, dense(c.ape, c.latent()), kv, score, prev_kv, prev_score);
   const unsigned grid = static_cast<unsigned>(n_blocks > 65535 * 16 ? 65535 * 16 : n_blocks);
-  compress_blocks_kernel<<<grid, kThreads, c.d * sizeof(float), stream_>>>(in, n_blocks, first_block, f, out);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(compress_blocks_kernel, grid, kThreads, c.d * sizeof(float), stream_, in, n_blocks, first_block, f, out);
 }
 
 // Issue 12: one launch at every position; the kernel reads p, writes the slot and pools
@@ -227,9 +231,8 @@ void CudaOps::compress_at(const CompressorWeights& c, const int32_t* pos, const 
   const int64_t cur = c.overlap ? half : 0;
   const PoolIn in = pool_in(c, dense(c.ape, c.latent()), pend_kv + cur, pend_score + cur,
                             c.overlap ? pend_kv : nullptr, c.overlap ? pend_score : nullptr);
-  compress_at_kernel<<<1, kThreads, c.d * sizeof(float), stream_>>>(in, pos, row_kv, row_score, f, store, half,
-                                                                     pend_kv, pend_score);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(compress_at_kernel, 1, kThreads, c.d * sizeof(float), stream_, in, pos, row_kv, row_score, f, store,
+               half, pend_kv, pend_score);
 }
 
 }  // namespace dsv4

@@ -5,6 +5,7 @@
 
 #include "base/cuda_check.h"
 #include "base/error.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace dsv4 {
 
@@ -20,14 +21,20 @@ constexpr size_t kUploadRing = size_t{16} << 20;
 constexpr size_t kUploadAlign = 64;
 
 __global__ void fill_kernel(float* dst, float value, size_t n) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
     dst[i] = value;
 }
 __global__ void fill_i32_kernel(int32_t* dst, int32_t value, size_t n) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
     dst[i] = value;
 }
 __global__ void add_kernel(float* y, const float* x, size_t n) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
     y[i] += x[i];
 }
@@ -36,6 +43,8 @@ __global__ void add_kernel(float* y, const float* x, size_t n) {
 // outside [0, vocab) gives a NaN row (embed_dev cannot refuse it by name, kernels/ops.h).
 __global__ void embed_kernel(cuda::DenseW table, const int32_t* ids, int s, int hc, int hidden,
                              int64_t vocab, float* h) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   for (int t = blockIdx.y; t < s; t += gridDim.y) {
     const int64_t id = ids[t];
     const bool known = id >= 0 && id < vocab;
@@ -49,7 +58,8 @@ __global__ void embed_kernel(cuda::DenseW table, const int32_t* ids, int s, int 
 
 }  // namespace
 
-CudaOps::CudaOps(int device, bool step_graphs) : device_(device), step_graphs_on_(step_graphs) {
+CudaOps::CudaOps(int device, bool step_graphs, bool pdl)
+    : device_(device), step_graphs_on_(step_graphs), pdl_(pdl) {
   activate();
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -91,7 +101,12 @@ CudaOps::~CudaOps() {
   if (main_) cudaStreamDestroy(main_);
 }
 
-void CudaOps::activate() const { DSV4_CUDA_CHECK(cudaSetDevice(device_)); }
+// Every op activates before it launches, so two CudaOps of one thread each launch with
+// their own PDL setting (cuda::set_pdl is per thread).
+void CudaOps::activate() const {
+  DSV4_CUDA_CHECK(cudaSetDevice(device_));
+  cuda::set_pdl(pdl_);
+}
 
 // Fork: line k waits for main_'s work so far (an event, so a capture takes the line in as
 // a parallel branch); join: main_ waits for every open line's work.
@@ -168,15 +183,13 @@ IBuf CudaOps::alloc_i32(size_t n) {
 void CudaOps::fill(float* dst, float value, size_t n) {
   if (n == 0) return;
   activate();
-  fill_kernel<<<blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_>>>(dst, value, n);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(fill_kernel, blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_, dst, value, n);
 }
 
 void CudaOps::fill_i32(int32_t* dst, int32_t value, size_t n) {
   if (n == 0) return;
   activate();
-  fill_i32_kernel<<<blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_>>>(dst, value, n);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(fill_i32_kernel, blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_, dst, value, n);
 }
 
 void CudaOps::copy(float* dst, const float* src, size_t n) {
@@ -356,8 +369,7 @@ const float* CudaOps::rope_table(const RopeTable& t) {
 void CudaOps::add(float* y, const float* x, size_t n) {
   if (n == 0) return;
   activate();
-  add_kernel<<<blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_>>>(y, x, n);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(add_kernel, blocks_for(static_cast<int64_t>(n), kThreads), kThreads, 0, stream_, y, x, n);
 }
 
 void CudaOps::embed(const TensorView& table, const int32_t* ids, int s, int hc, float* h) {
@@ -381,8 +393,7 @@ void CudaOps::embed_dev(const TensorView& table, const int32_t* ids, int s, int 
   const int64_t vocab = table.dim(0), hidden = table.dim(1);
   const cuda::DenseW w = dense(table, hidden);
   const dim3 grid(blocks_for(hidden, kThreads), grid_rows(s));
-  embed_kernel<<<grid, kThreads, 0, stream_>>>(w, ids, s, hc, static_cast<int>(hidden), vocab, h);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(embed_kernel, grid, kThreads, 0, stream_, w, ids, s, hc, static_cast<int>(hidden), vocab, h);
 }
 
 // ---- factory ----
@@ -398,7 +409,7 @@ int cuda_devices_visible() {
   return count;
 }
 
-std::unique_ptr<Ops> make_cuda_ops(int device, bool step_graphs) {
+std::unique_ptr<Ops> make_cuda_ops(int device, bool step_graphs, bool pdl) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
@@ -410,7 +421,7 @@ std::unique_ptr<Ops> make_cuda_ops(int device, bool step_graphs) {
   if (device < 0 || device >= count)
     throw Error(cat("backend: cuda device ", device, " requested but only ", count,
                     " device(s) are visible"));
-  return std::make_unique<CudaOps>(device, step_graphs);
+  return std::make_unique<CudaOps>(device, step_graphs, pdl);
 }
 
 }  // namespace dsv4

@@ -51,7 +51,8 @@ class GraphExec {
 
 class CudaOps final : public Ops {
  public:
-  CudaOps(int device, bool step_graphs);
+  // pdl: launches carry the Programmatic Dependent Launch attribute (kernels/cuda/launch.cuh).
+  CudaOps(int device, bool step_graphs, bool pdl);
   ~CudaOps() override;
   const char* name() const override { return "cuda"; }
 
@@ -167,7 +168,7 @@ class CudaOps final : public Ops {
   // bf16 weight, bf16 activation terms and cuBLASLt workspace.
   enum class Slot { host_args, f32_a, f32_b, hc_part, gemm_w, gemm_x, gemm_ws, count };
 
-  void activate() const;  // cudaSetDevice(device_)
+  void activate() const;  // cudaSetDevice(device_), and this thread's launches take pdl_
   // hc_pre's Sinkhorn split (post, comb) runs on split_stream_, off the critical path
   // (issue 12: 86 serial f64 chains of ~24 us per token); only hc_post reads post / comb
   // in a step. join_split() orders stream_ after the pending split; hc_post, hc_pre,
@@ -250,6 +251,7 @@ class CudaOps final : public Ops {
   cudaEvent_t split_fork_ = nullptr, split_done_ = nullptr;
   bool split_pending_ = false;
   bool step_graphs_on_ = true;
+  bool pdl_ = true;
   bool capturing_ = false;
   // Bumped by every allocation, free and scratch growth; shared with the release of every
   // buffer handed out (a buffer may be freed after this object).

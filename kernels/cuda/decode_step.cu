@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/finish_row.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace dsv4 {
 
@@ -18,6 +19,8 @@ constexpr int kOverlapRatio = 4;  // the indexer's ratio: its tail is the top-k'
 // slot p mod slots (nothing for p < 0: its rope dims are NaN).
 __global__ void finish_kv_at_kernel(float* kv, int dim, cuda::FinishArgs f, const int32_t* pos, float* ring,
                                     int slots) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   extern __shared__ float row[];  // [dim]
   __shared__ float red[cuda::kWarp];
   const int64_t p = *pos;
@@ -37,6 +40,8 @@ __global__ void finish_kv_at_kernel(float* kv, int dim, cuda::FinishArgs f, cons
 // stage's tail is the store's capacity, which no position exceeds).
 __global__ void decode_index_kernel(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
                                     int32_t* n_visible) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int64_t p = *pos;
   const int64_t first = p - window + 1 > 0 ? p - window + 1 : 0;
   const int64_t blocks = ratio > 0 && p >= 0 ? (p + 1) / ratio : 0;
@@ -67,8 +72,8 @@ void CudaOps::finish_kv_at(float* kv, const TensorView& norm, int dim, double ep
   activate();
   const cuda::FinishArgs f{dense(norm, dim), eps, rope_table(rope), rd, rope.positions,
                            variant == KvQuant::e4m3 ? cuda::Finish::kv_e4m3 : cuda::Finish::kv_clamp, 0.0f};
-  finish_kv_at_kernel<<<1, cuda::kFinishThreads, dim * sizeof(float), stream_>>>(kv, dim, f, pos, ring, slots);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(finish_kv_at_kernel, 1, cuda::kFinishThreads, dim * sizeof(float), stream_, kv, dim, f, pos, ring,
+               slots);
 }
 
 void CudaOps::decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
@@ -77,9 +82,8 @@ void CudaOps::decode_index(const int32_t* pos, int ratio, int window, int tail_w
              tail_width, " ratio ", ratio);
   DSV4_CHECK(ratio != kOverlapRatio || n_visible != nullptr, "decode_index: ratio 4 needs its n_visible row");
   activate();
-  decode_index_kernel<<<cuda::blocks_for(window + tail_width, kThreads), kThreads, 0, stream_>>>(
-      pos, ratio, window, tail_width, idx, n_visible);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(decode_index_kernel, cuda::blocks_for(window + tail_width, kThreads), kThreads, 0, stream_, pos, ratio,
+               window, tail_width, idx, n_visible);
 }
 
 }  // namespace dsv4

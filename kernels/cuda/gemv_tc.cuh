@@ -31,6 +31,7 @@
 #include "base/cuda_check.h"
 #include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/gemv_args.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_bf16.cuh"
 
 namespace dsv4::cuda {
@@ -173,7 +174,9 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_tc_kernel(C w, G
           w.load(L.wrow + n, (kb + u * L.splits) * kTcK + 32 * L.t, next[u][h]);
       }
   };
-  load(L.first_set() + L.set, L.split);
+  load(L.first_set() + L.set, L.split);  // weights only: in flight before the wait (launch.cuh)
+  pdl_wait();
+  pdl_launch_dependents();
   for (int64_t sb = L.first_set(); sb < L.tiles; sb += L.step) {  // block-uniform
     const int64_t tile = sb + L.set, n0 = tile * kTcRows;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -228,8 +231,7 @@ void launch_gemv_tc(const C& c, const GemvArgs& a, int groups, int sm_count, cud
     return n;
   }();
   const dim3 grid = resident_gemv_grid(a, (a.n_out + kTcRows - 1) / kTcRows, kTcCols, groups, sm_count, per_sm);
-  gemv_tc_kernel<C, P, U, MinBlocks><<<grid, kGemvThreads, 0, stream>>>(c, a);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(gemv_tc_kernel<C, P, U, MinBlocks>, grid, kGemvThreads, 0, stream, c, a);
 }
 
 // The shipped launch: splits by gemv_tc_splits, U / B by how full the tile warps leave the

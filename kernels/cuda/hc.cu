@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/hc_device.cuh"
 #include "kernels/cuda/hc_rows.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "base/error.h"
 
 namespace dsv4 {
@@ -43,6 +44,8 @@ void require_numel(const TensorView& t, int64_t n, const char* what) {
 // the h tile (one global read of h per block, then shared).
 __global__ void __launch_bounds__(kMaxThreads)
 hc_mix_partial_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW fn, int m, double* part) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   __shared__ float tile[kRowTile * kSlice];  // h[t0 + r, slice columns]
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
   const int warps = blockDim.x / cuda::kWarp;
@@ -170,6 +173,8 @@ constexpr int kSplitWarps = 8;
 __global__ void __launch_bounds__(kSplitWarps * cuda::kWarp)
 hc_split_kernel(const double* part, int64_t slices, int64_t rows, int hc, int hidden, int m, double norm_eps,
                 SplitArgs a) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   __shared__ double raw[kSplitWarps][kMaxSums];
   __shared__ double mat[kSplitWarps][kMaxHc * kMaxHc];
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
@@ -190,6 +195,8 @@ hc_split_kernel(const double* part, int64_t slices, int64_t rows, int hc, int hi
 __global__ void __launch_bounds__(kMaxThreads)
 hc_apply_kernel(const float* h, const double* part, int64_t slices, int64_t rows, int hc, int hidden,
                 int m, double norm_eps, SplitArgs a, float* y) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   __shared__ double raw[kMaxSums];
   __shared__ float pre[kMaxHc];
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
@@ -217,6 +224,8 @@ hc_apply_kernel(const float* h, const double* part, int64_t slices, int64_t rows
 // §4.5: out[t,k,d] = post[t,k] x[t,d] + sum_j comb[t,j,k] res[t,j,d], j ascending.
 __global__ void hc_post_kernel(const float* x, const float* res, const float* post,
                                const float* comb, int64_t rows, int hc, int hidden, float* out) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int64_t total = rows * hc * hidden;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -233,6 +242,8 @@ __global__ void hc_post_kernel(const float* x, const float* res, const float* po
 // out[t*out_stride + d] = (sum_c h[t,c,d] in f64, c ascending) / hc.
 __global__ void hc_mean_kernel(const float* h, int64_t rows, int hc, int hidden, float* out,
                                int out_stride) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * hidden;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / hidden;
@@ -256,8 +267,7 @@ void launch_mix(cuda::HcKernels kernels, cudaStream_t stream, const float* h, in
   const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
   const dim3 mix_grid(static_cast<unsigned>(slices_of(width)),
                       static_cast<unsigned>(std::min<int64_t>((rows + kRowTile - 1) / kRowTile, kMixRowBlocks)));
-  hc_mix_partial_kernel<<<mix_grid, mix_threads, 0, stream>>>(h, rows, width, fn, m, part);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(hc_mix_partial_kernel, mix_grid, mix_threads, 0, stream, h, rows, width, fn, m, part);
 }
 
 // y from the mix partials by `kernels`.
@@ -266,9 +276,8 @@ void launch_collapse(cuda::HcKernels kernels, cudaStream_t stream, const float* 
   if (kernels == cuda::HcKernels::row_tiled)
     return launch_collapse_rows(stream, h, part, rows, hc, hidden, m, norm_eps, a, y);
   const int collapse_blocks = (hidden + kMaxThreads - 1) / kMaxThreads;
-  hc_apply_kernel<<<dim3(collapse_blocks, cuda::grid_rows(rows)), kMaxThreads, 0, stream>>>(
-      h, part, slices_of(int64_t{hc} * hidden), rows, hc, hidden, m, norm_eps, a, y);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(hc_apply_kernel, dim3(collapse_blocks, cuda::grid_rows(rows)), kMaxThreads, 0, stream, h, part,
+               slices_of(int64_t{hc} * hidden), rows, hc, hidden, m, norm_eps, a, y);
 }
 
 // §4.4 steps 1-3 (a.post set; the split on `side`) or §4.25 steps 1-3 on h [s, hc, hidden]
@@ -281,9 +290,8 @@ void launch_mix_collapse(cuda::HcKernels kernels, cudaStream_t stream, const flo
   if (a.post) {
     DSV4_CUDA_CHECK(cudaEventRecord(side->fork, stream));
     DSV4_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
-    hc_split_kernel<<<cuda::grid_rows((s + kSplitWarps - 1) / kSplitWarps), kSplitWarps * cuda::kWarp, 0,
-                      side->stream>>>(part, slices, s, hc, hidden, m, norm_eps, a);
-    DSV4_CUDA_LAUNCH_CHECK();
+    cuda::launch(hc_split_kernel, cuda::grid_rows((s + kSplitWarps - 1) / kSplitWarps), kSplitWarps * cuda::kWarp, 0,
+                 side->stream, part, slices, s, hc, hidden, m, norm_eps, a);
     DSV4_CUDA_CHECK(cudaEventRecord(side->done, side->stream));
   }
   launch_collapse(kernels, stream, h, part, s, hc, hidden, m, norm_eps, a, y);
@@ -338,9 +346,8 @@ void CudaOps::hc_post(const float* x, const float* res, const float* post, const
   if (n == 0) return;
   activate();
   join_split();  // post and comb
-  hc_post_kernel<<<cuda::blocks_for(n, kThreads), kThreads, 0, stream_>>>(x, res, post, comb, s, hc,
-                                                                         hidden, out);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(hc_post_kernel, cuda::blocks_for(n, kThreads), kThreads, 0, stream_, x, res, post, comb, s, hc, hidden,
+               out);
 }
 
 void CudaOps::hc_head(const float* h, int s, int hc, int hidden, const HeadWeights& w,
@@ -364,9 +371,7 @@ void CudaOps::hc_mean(const float* h, int s, int hc, int hidden, float* out, int
   const int64_t n = static_cast<int64_t>(s) * hidden;
   if (n == 0) return;
   activate();
-  hc_mean_kernel<<<cuda::blocks_for(n, kThreads), kThreads, 0, stream_>>>(h, s, hc, hidden, out,
-                                                                         out_stride);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(hc_mean_kernel, cuda::blocks_for(n, kThreads), kThreads, 0, stream_, h, s, hc, hidden, out, out_stride);
 }
 
 }  // namespace dsv4

@@ -4,6 +4,7 @@
 
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace dsv4 {
 
@@ -21,6 +22,8 @@ struct Best {
 __device__ Best better(Best a, Best b) { return (b.v > a.v || (b.v == a.v && b.i < a.i)) ? b : a; }
 
 __global__ void argmax_kernel(const float* logits, int rows, int64_t n, int32_t* out) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   __shared__ float sv[kThreads];
   __shared__ int64_t si[kThreads];
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -58,8 +61,7 @@ void CudaOps::argmax(const float* logits, int rows, int64_t n, int32_t* out) {
   activate();
   auto* d_out = static_cast<int32_t*>(scratch(Slot::host_args, static_cast<size_t>(rows) * sizeof(int32_t)));
   const unsigned blocks = static_cast<unsigned>(rows > 65535 ? 65535 : rows);
-  argmax_kernel<<<blocks, kThreads, 0, stream_>>>(logits, rows, n, d_out);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(argmax_kernel, blocks, kThreads, 0, stream_, logits, rows, n, d_out);
   DSV4_CUDA_CHECK(cudaMemcpyAsync(out, d_out, static_cast<size_t>(rows) * sizeof(int32_t),
                                   cudaMemcpyDeviceToHost, stream_));
   DSV4_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -10,6 +10,7 @@
 
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/tile_load.cuh"
 #include "base/error.h"
 
@@ -42,10 +43,11 @@ __device__ int64_t visible_keys(const int32_t* n_visible, int t, int64_t n_max) 
 // score[t, j] = sum_h fl32(w[t,h] * wscale) * max(0, q[t,h,:] . keys[j,:]) for j < n_visible[t].
 // Shared rows are padded by one float4 so the 32 lanes' key rows hit distinct bank groups.
 __global__ void __launch_bounds__(kScoreThreads)
-indexer_score_kernel(const float* __restrict__ q, const float* __restrict__ w, int rows, int heads,
-                     int dim, float wscale, const float* __restrict__ keys,
-                     const int32_t* __restrict__ n_visible, int64_t n_max, bool vec,
+indexer_score_kernel(const float* q, const float* w, int rows, int heads, int dim, float wscale, const float* keys,
+                     const int32_t* n_visible, int64_t n_max, bool vec,
                      float* __restrict__ scores) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   extern __shared__ float4 smem4[];
   const int stride4 = dim / 4 + 1, stride = 4 * stride4;
   float* ks = reinterpret_cast<float*>(smem4);  // [kTileKeys, stride] the tile's keys
@@ -96,7 +98,7 @@ indexer_score_kernel(const float* __restrict__ q, const float* __restrict__ w, i
       if (threadIdx.x < kTileKeys) {
         const int h_end = min(kHeadChunk, heads - h0);
         for (int h = 0; h < h_end; ++h) {  // heads ascending
-          const float wp = __ldg(w + static_cast<int64_t>(t) * heads + h0 + h) * wscale;  // D7
+          const float wp = w[static_cast<int64_t>(t) * heads + h0 + h] * wscale;  // D7
           score += wp * fmaxf(0.0f, dots[h * kTileKeys + threadIdx.x]);
         }
       }
@@ -138,9 +140,10 @@ __device__ int block_exclusive_count(bool flag, int* counts, int* total) {
 // 2. Compaction in ascending j of the keys < T and the first `need` keys == T (D10 ties).
 // 3. Bitonic sort of the keep winners by (order key, j).
 __global__ void __launch_bounds__(kSelectThreads)
-indexer_select_kernel(const float* __restrict__ scores, int rows, int64_t n_max,
-                      const int32_t* __restrict__ n_visible, int width, int index_base, int32_t* idx,
-                      int idx_stride, int col0) {
+indexer_select_kernel(const float* scores, int rows, int64_t n_max, const int32_t* n_visible, int width,
+                      int index_base, int32_t* idx, int idx_stride, int col0) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   __shared__ unsigned hist[kBins][cuda::kWarp];  // one column per lane: no intra-warp conflicts
   __shared__ unsigned bin_count[kBins];
   __shared__ uint64_t best[kMaxWidth];
@@ -283,14 +286,12 @@ void CudaOps::indexer_topk_dev(const float* q, const float* w, int rows, int hea
     allow_smem(reinterpret_cast<const void*>(indexer_score_kernel), smem);
     const bool vec = cuda::aligned16(q) && cuda::aligned16(keys);
     const dim3 grid(static_cast<unsigned>((n_max + kTileKeys - 1) / kTileKeys), cuda::grid_rows(rows));
-    indexer_score_kernel<<<grid, kScoreThreads, smem, stream_>>>(q, w, rows, heads, dim, wscale, keys,
-                                                                n_visible, n_max, vec, scores);
-    DSV4_CUDA_LAUNCH_CHECK();
+    cuda::launch(indexer_score_kernel, grid, kScoreThreads, smem, stream_, q, w, rows, heads, dim, wscale, keys,
+                 n_visible, n_max, vec, scores);
   }
   const unsigned blocks = static_cast<unsigned>(rows > 65535 ? 65535 : rows);
-  indexer_select_kernel<<<blocks, kSelectThreads, 0, stream_>>>(scores, rows, n_max, n_visible, width,
-                                                                index_base, idx, idx_stride, col0);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(indexer_select_kernel, blocks, kSelectThreads, 0, stream_, scores, rows, n_max, n_visible, width,
+               index_base, idx, idx_stride, col0);
 }
 
 }  // namespace dsv4

@@ -32,6 +32,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemv_args.cuh"
 #include "kernels/cuda/gemv_tc.cuh"
+#include "kernels/cuda/launch.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -58,6 +59,8 @@ constexpr int64_t kPersistWideChunks = int64_t{1} << 21;  // 32 MiB
 
 template <class W>
 __global__ void gemv_kernel(W w, GemvArgs a) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int lane = threadIdx.x % kWarp;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarp;
   if (n >= a.n_out) return;  // whole warps exit together
@@ -187,13 +190,20 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_chunk_kernel(C w
 #pragma unroll
     for (int o = 0; o < NO; ++o) acc[r][o] = 0.0f;
 
-  for (int64_t base = split * kWarp + lane; base < chunks; base += stride * U) {
-    uint4 raw[U][NO];
+  const int64_t first = split * kWarp + lane;
+  uint4 raw[U][NO];
+  auto load = [&](int64_t base) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int o = 0; o < NO; ++o)
         if (live[o] && base + u * stride < chunks) raw[u][o] = w.raw(wrow + o, (base + u * stride) * kVec);
+  };
+  load(first);  // weights only: in flight before the wait (launch.cuh)
+  pdl_wait();
+  pdl_launch_dependents();
+  for (int64_t base = first; base < chunks; base += stride * U) {
+    if (base != first) load(base);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t c0 = (base + u * stride) * kVec;
@@ -257,7 +267,9 @@ __global__ void __launch_bounds__(kGemvThreads, MinBlocks) gemv_persist_kernel(C
           next[u][o] = w.raw(wrow + n0 + o, (base + u * stride) * kVec);
   };
   int64_t sb = int64_t{blockIdx.x} * sets;
-  load((sb + set) * NO, first);
+  load((sb + set) * NO, first);  // weights only: in flight before the wait (launch.cuh)
+  pdl_wait();
+  pdl_launch_dependents();
   for (; sb < total; sb += step) {  // block-uniform
     const int64_t n0 = (sb + set) * NO;
     float acc[R][NO];
@@ -347,8 +359,7 @@ void launch_gemv_persist(const C& c, const GemvArgs& a, int groups, int sm_count
     return n;
   }();
   const dim3 grid = resident_gemv_grid(a, (a.n_out + NO - 1) / NO, R, groups, sm_count, per_sm);
-  gemv_persist_kernel<C, R, NO, U, MinBlocks><<<grid, kGemvThreads, 0, stream>>>(c, a);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(gemv_persist_kernel<C, R, NO, U, MinBlocks>, grid, kGemvThreads, 0, stream, c, a);
 }
 
 // The persistent kernel for rows >= 1 on a weight of `chunks` chunks (>= kPersistMinChunks):
@@ -378,12 +389,12 @@ void launch_gemv_chunks(const C& c, const GemvArgs& a, int groups, cudaStream_t 
   const int64_t sets = (a.n_out + NO - 1) / NO, per_block = kGemvWarps / a.splits;
   const unsigned gx = static_cast<unsigned>((sets + per_block - 1) / per_block);
   if (a.rows == 1) {
-    gemv_chunk_kernel<C, 1, NO, U, MinBlocks><<<dim3(gx, 1, groups), kGemvThreads, 0, stream>>>(c, a);
+    cuda::launch(gemv_chunk_kernel<C, 1, NO, U, MinBlocks>, dim3(gx, 1, groups), kGemvThreads, 0, stream, c, a);
   } else {
     const unsigned gy = static_cast<unsigned>((a.rows + kGemvRows - 1) / kGemvRows);
-    gemv_chunk_kernel<C, kGemvRows, NO, U, MinBlocks><<<dim3(gx, gy, groups), kGemvThreads, 0, stream>>>(c, a);
+    cuda::launch(gemv_chunk_kernel<C, kGemvRows, NO, U, MinBlocks>, dim3(gx, gy, groups), kGemvThreads, 0, stream, c,
+                 a);
   }
-  DSV4_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace cuda
@@ -425,8 +436,7 @@ void CudaOps::gemv(const W& w, const cuda::GemvArgs& a, int groups) {
   }
   const dim3 grid(static_cast<unsigned>((a.n_out + cuda::kGemvWarps - 1) / cuda::kGemvWarps),
                   cuda::grid_rows(a.rows), static_cast<unsigned>(groups));
-  cuda::gemv_kernel<<<grid, cuda::kGemvThreads, 0, stream_>>>(w, a);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(cuda::gemv_kernel<W>, grid, cuda::kGemvThreads, 0, stream_, w, a);
 }
 
 // y [rows, n_out] = x [rows, k_in] W^T (one group, contiguous rows).

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cuda/expert_mma.cuh"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/moe_experts.cuh"
 #include "kernels/cuda/quant.cuh"
@@ -43,6 +44,8 @@ using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh)
 // takes the dequantized value as its activation: sum_k (q_k s) w_k equals §4.23's
 // "partial * activation scale" up to the order of the f32 sum.
 __global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, float* y) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int64_t blocks = K / kFp8Block;
   const int64_t warps = int64_t{gridDim.x} * (blockDim.x / cuda::kWarp);
   for (int64_t w = blockIdx.x * int64_t{blockDim.x / cuda::kWarp} + threadIdx.x / cuda::kWarp;
@@ -59,6 +62,8 @@ __global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, flo
 __global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* sel, int slots,
                                                                const cuda::ExpertW* experts, int n_experts,
                                                                Tiles t) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage scan;
   extern __shared__ int32_t smem[];
@@ -160,6 +165,8 @@ __host__ __device__ constexpr cuda::MmaKnobs knobs_of(cuda::ExpertKernel v) {
 // ones.)
 template <int NW, int P, cuda::ExpertKernel V>
 __global__ void __launch_bounds__(kThreads, cuda::kMinBlocks<NW>) expert_mma_kernel(MmaArgs a) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   constexpr cuda::MmaKnobs kn = knobs_of(V);
   __shared__ float part[kWarps][NW][4][cuda::kWarp];
   const int64_t m_tiles = a.m / kTileRows;
@@ -183,8 +190,7 @@ void launch_mma(const MmaArgs& a, int64_t items_max, int device, cudaStream_t st
   int sms = 0;
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int64_t blocks = std::min<int64_t>(items_max, int64_t{std::max(per_sm, 1)} * sms);
-  expert_mma_kernel<NW, P, V><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(expert_mma_kernel<NW, P, V>, static_cast<unsigned>(blocks), kThreads, 0, stream, a);
 }
 
 template <cuda::ExpertKernel V>
@@ -198,6 +204,8 @@ void launch_mma(int nw, int planes, const MmaArgs& a, int64_t items_max, int dev
 // The shared expert's h [rows, inter] = swiglu(g, u) with weight 1.
 __global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int inter, float limit,
                               float* h) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * inter;
        i += int64_t{gridDim.x} * blockDim.x)
     h[i] = swiglu(g[i], u[i], 1.0f, limit);
@@ -207,6 +215,8 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int 
 // A slot whose id is outside [0, n_experts) was computed by no tile: it adds NaN.
 __global__ void combine_kernel(const float* y, const float* sh, const int32_t* sel, int64_t rows,
                                int k, int hidden, int n_experts, float* out) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * hidden;
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t t = i / hidden;
@@ -264,21 +274,19 @@ void check_cp_async_aligned(const Fp4Linear& stored, const cuda::Fp4W& w) {
 namespace cuda {
 
 void act_quant128_rows(const float* x, int64_t rows, int64_t K, float* y, cudaStream_t stream) {
-  act_quant128_kernel<<<blocks_for(rows * (K / kFp8Block) * kWarp, kThreads), kThreads, 0, stream>>>(x, rows, K, y);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(act_quant128_kernel, blocks_for(rows * (K / kFp8Block) * kWarp, kThreads), kThreads, 0, stream, x, rows,
+               K, y);
 }
 
 void shared_swiglu(const float* g, const float* u, int64_t rows, int inter, float limit, float* h,
                    cudaStream_t stream) {
-  swiglu_kernel<<<blocks_for(rows * inter, kThreads), kThreads, 0, stream>>>(g, u, rows, inter, limit, h);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(swiglu_kernel, blocks_for(rows * inter, kThreads), kThreads, 0, stream, g, u, rows, inter, limit, h);
 }
 
 void combine_experts(const float* y, const float* sh, const int32_t* sel, int64_t rows, int k, int hidden,
                      int n_experts, float* out, cudaStream_t stream) {
-  combine_kernel<<<blocks_for(rows * hidden, kThreads), kThreads, 0, stream>>>(y, sh, sel, rows, k, hidden,
-                                                                               n_experts, out);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(combine_kernel, blocks_for(rows * hidden, kThreads), kThreads, 0, stream, y, sh, sel, rows, k, hidden,
+               n_experts, out);
 }
 
 void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
@@ -289,8 +297,7 @@ void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
                  cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(slots + n_experts) * sizeof(int32_t);
-  group_slots_kernel<<<1, kThreads, smem, stream>>>(sel, slots, experts, n_experts, t);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(group_slots_kernel, 1, kThreads, smem, stream, sel, slots, experts, n_experts, t);
 }
 
 void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Numerics& num) {

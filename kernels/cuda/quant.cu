@@ -3,6 +3,7 @@
 
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/quant.cuh"
 #include "base/error.h"
 
@@ -16,6 +17,8 @@ constexpr int kMaxHadamard = 1024;  // one block holds the vector
 
 // One warp per (row, group of 64) of dims [0, dim - rd).
 __global__ void kv_act_quant_kernel(float* v, int64_t rows, int dim, int groups, bool e4m3) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int64_t total = rows * groups;
   const int64_t warps = int64_t{gridDim.x} * (blockDim.x / cuda::kWarp);
   for (int64_t w = blockIdx.x * int64_t{blockDim.x / cuda::kWarp} + threadIdx.x / cuda::kWarp;
@@ -28,6 +31,8 @@ __global__ void kv_act_quant_kernel(float* v, int64_t rows, int dim, int groups,
 
 // One block of `dim` threads per vector.
 __global__ void hadamard_fp4_kernel(float* v, int64_t vectors, int dim, float scale, bool fp4) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   extern __shared__ float buf[];  // [dim]
   for (int64_t i = blockIdx.x; i < vectors; i += gridDim.x) {
     float* x = v + i * dim;
@@ -58,9 +63,8 @@ void CudaOps::kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant)
   activate();
   constexpr int kThreads = 256;
   const int64_t warps = static_cast<int64_t>(rows) * groups;
-  kv_act_quant_kernel<<<cuda::blocks_for(warps * cuda::kWarp, kThreads), kThreads, 0, stream_>>>(
-      v, rows, dim, groups, variant == KvQuant::e4m3);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(kv_act_quant_kernel, cuda::blocks_for(warps * cuda::kWarp, kThreads), kThreads, 0, stream_, v, rows, dim,
+               groups, variant == KvQuant::e4m3);
 }
 
 void CudaOps::hadamard_fp4(float* v, int vectors, int dim, bool fp4) {
@@ -68,9 +72,8 @@ void CudaOps::hadamard_fp4(float* v, int vectors, int dim, bool fp4) {
   if (vectors == 0) return;
   activate();
   const unsigned blocks = static_cast<unsigned>(vectors > 65535 * 16 ? 65535 * 16 : vectors);
-  hadamard_fp4_kernel<<<blocks, dim, dim * sizeof(float), stream_>>>(v, vectors, dim,
-                                                                    hadamard_scale(dim), fp4);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(hadamard_fp4_kernel, blocks, dim, dim * sizeof(float), stream_, v, vectors, dim, hadamard_scale(dim),
+               fp4);
 }
 
 }  // namespace dsv4

@@ -4,6 +4,7 @@
 // Hadamard + FP4 after it) through that op's device function, so with its bits.
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/norm.cuh"
 #include "kernels/cuda/quant.cuh"
 #include "kernels/cuda/rope.cuh"
@@ -18,6 +19,8 @@ constexpr int kThreads = 256;
 // One thread per (row, head, pair); v [rows, heads, dim], fc [n_positions, rd].
 __global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const float* fc, int rd,
                             int64_t n_positions, const int32_t* positions, bool inverse) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   const int pairs = rd / 2;
   const int64_t total = rows * heads * pairs;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
@@ -33,6 +36,8 @@ __global__ void rope_kernel(float* v, int64_t rows, int heads, int dim, const fl
 // pairs of the vector at its row's position.
 __global__ void head_rms_rope_kernel(float* v, int64_t vectors, int heads, int dim, double eps,
                                      const float* fc, int rd, int64_t n_positions, const int32_t* positions) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   __shared__ float red[cuda::kWarp];
   for (int64_t i = blockIdx.x; i < vectors; i += gridDim.x) {
     float* x = v + i * dim;
@@ -47,6 +52,8 @@ __global__ void head_rms_rope_kernel(float* v, int64_t vectors, int heads, int d
 // memory, its rope pairs, then §4.11 + §4.10.
 __global__ void rope_hadamard_fp4_kernel(float* v, int64_t vectors, int heads, int dim, const float* fc, int rd,
                                          int64_t n_positions, const int32_t* positions, float scale) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   extern __shared__ float buf[];  // [dim]
   for (int64_t i = blockIdx.x; i < vectors; i += gridDim.x) {
     float* x = v + i * dim;
@@ -88,9 +95,8 @@ void CudaOps::rope_dev(float* v, int rows, int heads, int dim, const RopeTable& 
   activate();
   const float* fc = rope_table(t);
   const int64_t total = static_cast<int64_t>(rows) * heads * (rd / 2);
-  rope_kernel<<<cuda::blocks_for(total, kThreads), kThreads, 0, stream_>>>(
-      v, rows, heads, dim, fc, rd, t.positions, positions, inverse);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(rope_kernel, cuda::blocks_for(total, kThreads), kThreads, 0, stream_, v, rows, heads, dim, fc, rd,
+               t.positions, positions, inverse);
 }
 
 void CudaOps::head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
@@ -99,9 +105,8 @@ void CudaOps::head_rms_rope_dev(float* v, int rows, int heads, int dim, double e
   const int64_t vectors = static_cast<int64_t>(rows) * heads;
   if (vectors == 0) return;
   activate();
-  head_rms_rope_kernel<<<cuda::blocks_for(vectors, 1), cuda::kNormThreads, 0, stream_>>>(
-      v, vectors, heads, dim, eps, rope_table(t), t.rope_dim, t.positions, positions);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(head_rms_rope_kernel, cuda::blocks_for(vectors, 1), cuda::kNormThreads, 0, stream_, v, vectors, heads,
+               dim, eps, rope_table(t), t.rope_dim, t.positions, positions);
 }
 
 void CudaOps::rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
@@ -111,9 +116,8 @@ void CudaOps::rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, cons
   const int64_t vectors = static_cast<int64_t>(rows) * heads;
   if (vectors == 0) return;
   activate();
-  rope_hadamard_fp4_kernel<<<cuda::blocks_for(vectors, 1), dim, dim * sizeof(float), stream_>>>(
-      v, vectors, heads, dim, rope_table(t), t.rope_dim, t.positions, positions, hadamard_scale(dim));
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(rope_hadamard_fp4_kernel, cuda::blocks_for(vectors, 1), dim, dim * sizeof(float), stream_, v, vectors,
+               heads, dim, rope_table(t), t.rope_dim, t.positions, positions, hadamard_scale(dim));
 }
 
 }  // namespace dsv4

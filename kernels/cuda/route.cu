@@ -10,6 +10,7 @@
 
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
 #include "base/error.h"
 
 namespace dsv4 {
@@ -35,6 +36,8 @@ __device__ bool ranks_before(float va, int ia, float vb, int ib) {
 __global__ void __launch_bounds__(kThreads)
 route_kernel(const float* logits, int rows, int n_experts, int k, cuda::DenseW bias, const int32_t* tid2eid,
              const int32_t* ids, int64_t vocab, float route_scale, int32_t* sel, float* wt) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   extern __shared__ float shared[];
   __shared__ int pick[kMaxK];
   __shared__ bool known;
@@ -118,9 +121,8 @@ void CudaOps::route_dev(const BlockWeights& b, const float* x, int rows, const i
   const int64_t vocab = static_cast<int64_t>(b.tid2eid.size()) / k;
   const size_t shared = sizeof(float) * 2 * n_experts;
   allow_smem(reinterpret_cast<const void*>(route_kernel), shared);
-  route_kernel<<<cuda::grid_rows(rows), kThreads, shared, stream_>>>(logits, rows, n_experts, k, bias, table, ids,
-                                                                     vocab, route_scale, sel, wt);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(route_kernel, cuda::grid_rows(rows), kThreads, shared, stream_, logits, rows, n_experts, k, bias, table,
+               ids, vocab, route_scale, sel, wt);
 }
 
 const int32_t* CudaOps::hash_table(const BlockWeights& b, int n_experts, int k) {

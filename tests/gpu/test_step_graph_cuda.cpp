@@ -4,7 +4,8 @@
 // wrap and the last positions; memory that moves after a capture forces a re-capture,
 // never a replay of the stale graph; a host copy inside a capture is refused by name and
 // leaves the backend usable. The step's concurrent lines (Ops::on_line) change no bit:
-// steps on a backend that keeps every op on the main line equal them.
+// steps on a backend that keeps every op on the main line equal them; nor does launching
+// the kernels with Programmatic Dependent Launch (cuda_pdl).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -33,11 +34,12 @@ class MainLineOps final : public ForwardingOps {
 };
 
 // One single-stage tiny model on one backend, its decode buffers fixed (as the pipeline's).
-// drafter: the stage has the verify rows and writes tap rows (as a speculative run's).
+// drafter: the stage has the verify rows and writes tap rows (as a speculative run's);
+// pdl: kernels launch with Programmatic Dependent Launch (kernels/cuda/launch.cuh).
 struct GraphRun {
-  GraphRun(Checkpoint& ckpt, bool graphs, bool drafter = false, bool lines = true)
+  GraphRun(Checkpoint& ckpt, bool graphs, bool drafter = false, bool lines = true, bool pdl = true)
       : cfg(ckpt.config()),
-        ops(lines ? make_cuda_ops(0, graphs) : std::make_unique<MainLineOps>(make_cuda_ops(0, false))),
+        ops(lines ? make_cuda_ops(0, graphs, pdl) : std::make_unique<MainLineOps>(make_cuda_ops(0, false, pdl))),
         stage(ckpt, *ops, stage_spec(0, 1, {0, cfg.num_hidden_layers}, kMaxSeq, drafter)),
         h(ops->alloc(static_cast<size_t>(kMaxSeq) * cfg.hc_mult * cfg.hidden_size)),
         taps(ops->alloc(drafter ? tap_rows() * cfg.dspark.target_layer_ids.size() * cfg.hidden_size : 0)),
@@ -232,6 +234,46 @@ TEST_CASE("cuda graphs off: run_step runs every body op by op") {
   for (int i = 0; i < 3; ++i) ops->run_step(key, [&] { ops->upload(buf.data(), host, 4); });
   CHECK(ops->step_graph_counts().captures == 0);
   CHECK(ops->step_graph_counts().replays == 0);
+}
+
+
+// cuda_pdl (kernels/cuda/launch.cuh): kernels that start while the one ahead of them ends
+// and wait for it (griddepcontrol.wait) before they read its output change no bit — in a
+// replayed graph (programmatic edges), op by op (the stream), on the main line alone,
+// and in verify rounds; a kernel that read its input before the wait would differ here.
+// Both backends live in one thread, as the settings are per CudaOps (activate).
+TEST_CASE("cuda pdl: decode steps and verify rounds with PDL equal them without it, bit for bit") {
+  Checkpoint ckpt(tiny_dir());
+  const ModelConfig& c = ckpt.config();
+  GraphRun pdl(ckpt, true, true), off(ckpt, true, true, true, /*pdl=*/false),
+      pdl_ops(ckpt, false, true), off_ops(ckpt, false, true, true, false),
+      pdl_line(ckpt, false, true, /*lines=*/false);
+  const std::vector<GraphRun*> runs{&pdl, &off, &pdl_ops, &off_ops, &pdl_line};
+  const std::vector<int32_t> ids = random_tokens(static_cast<int>(kMaxSeq), c.vocab_size, 5656);
+  constexpr int kPrompt = 9;
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + kPrompt);
+  for (GraphRun* r : runs) r->stage.prefill(prompt, r->h.data(), r->taps.data());
+  constexpr int64_t kEnd = 60;  // r = 4 and r = 16 blocks complete, the ring wraps at 16, 32, 48
+  for (int64_t p = kPrompt; p < kEnd; ++p) {
+    INFO("position " << p);
+    const int32_t token = ids[static_cast<size_t>(p)];
+    const std::vector<float> want = off.decode(token);
+    for (GraphRun* r : {&pdl, &pdl_ops, &off_ops, &pdl_line}) CHECK(same_bits(r->decode(token), want));
+    if (p % 8 == 7)
+      for (GraphRun* r : {&pdl, &pdl_ops, &off_ops, &pdl_line}) check_same_caches(r->stage, off.stage, p);
+  }
+  CHECK(pdl.ops->step_graph_counts().replays == kEnd - kPrompt - 2);
+  CHECK(off.ops->step_graph_counts().replays == kEnd - kPrompt - 2);
+
+  const int tmax = c.dspark.block_size + 1;
+  int64_t p = kEnd;
+  for (int t = 1; t <= tmax && p + t <= kMaxSeq; p += t, ++t) {  // T = 1 .. tmax
+    INFO("verify round at " << p << " of " << t << " rows");
+    const std::vector<int32_t> round(ids.begin() + p, ids.begin() + p + t);
+    const std::vector<float> want = off.verify(round);
+    for (GraphRun* r : {&pdl, &pdl_ops, &off_ops, &pdl_line}) CHECK(same_bits(r->verify(round), want));
+    for (GraphRun* r : runs) r->stage.commit(t);
+  }
 }
 
 }  // namespace dsv4::test

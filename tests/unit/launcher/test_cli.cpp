@@ -182,12 +182,18 @@ TEST_CASE("--prefill-chunk overrides prefill_chunk:, is refused by name and taug
   CHECK(help_text().find("--prefill-chunk") != std::string::npos);
 }
 
-TEST_CASE("--no-cuda-graphs sets cuda_graphs: false and is taught by --help") {
+TEST_CASE("--no-cuda-graphs / --no-cuda-pdl set cuda_graphs / cuda_pdl: false and are taught by --help") {
   RunConfig c = parse_run_config("model: m\n", "run.yaml", "/cfg");
   apply_cli(parse({"--config", "c"}), c);
   CHECK(c.cuda_graphs);  // the YAML's (default true) when the flag is absent
+  CHECK(c.cuda_pdl);
   apply_cli(parse({"--config", "c", "--no-cuda-graphs"}), c);
   CHECK_FALSE(c.cuda_graphs);
-  CHECK(help_text().find("cuda_graphs") != std::string::npos);
-  CHECK(help_text().find("--no-cuda-graphs") != std::string::npos);
+  CHECK(c.cuda_pdl);
+  apply_cli(parse({"--config", "c", "--no-cuda-pdl"}), c);
+  CHECK_FALSE(c.cuda_pdl);
+  for (const char* taught : {"cuda_graphs", "--no-cuda-graphs", "cuda_pdl", "--no-cuda-pdl"}) {
+    INFO(taught);
+    CHECK(help_text().find(taught) != std::string::npos);
+  }
 }

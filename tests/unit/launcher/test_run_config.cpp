@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <utility>
 
 #include "launcher/run_config.h"
 #include "base/error.h"
@@ -216,9 +217,17 @@ TEST_CASE("run config: prefill_chunk (issue 13), default 2048, 0 = whole prompts
         "run.yaml: prefill_chunk: 4294967296 is above the maximum 2147483647");
 }
 
-TEST_CASE("run config: cuda_graphs (issue 12), default true, a boolean refused by key") {
-  CHECK(parse_run_config("", "run.yaml", "/cfg").cuda_graphs);
-  CHECK_FALSE(parse_run_config("cuda_graphs: false\n", "run.yaml", "/cfg").cuda_graphs);
-  CHECK(parse_run_config("cuda_graphs: true\n", "run.yaml", "/cfg").cuda_graphs);
-  CHECK(refusal("cuda_graphs: maybe\n") == "run.yaml: cuda_graphs: 'maybe' (allowed: true, false)");
+TEST_CASE("run config: cuda_graphs and cuda_pdl (issue 12), default true, a boolean refused by key") {
+  for (const auto& [key, field] : {std::pair{"cuda_graphs", &RunConfig::cuda_graphs},
+                                   std::pair{"cuda_pdl", &RunConfig::cuda_pdl}}) {
+    INFO(key);
+    const std::string k = key;
+    CHECK(parse_run_config("", "run.yaml", "/cfg").*field);
+    CHECK_FALSE(parse_run_config(k + ": false\n", "run.yaml", "/cfg").*field);
+    CHECK(parse_run_config(k + ": true\n", "run.yaml", "/cfg").*field);
+    CHECK(refusal(k + ": maybe\n") == "run.yaml: " + k + ": 'maybe' (allowed: true, false)");
+  }
+  // One key does not set the other.
+  CHECK(parse_run_config("cuda_graphs: false\n", "run.yaml", "/cfg").cuda_pdl);
+  CHECK(parse_run_config("cuda_pdl: false\n", "run.yaml", "/cfg").cuda_graphs);
 }
