@@ -113,8 +113,8 @@ cxxopts::Options make_options() {
      cxxopts::value<std::string>())
     ("profile-ops", "time every op of the decode steps; each rank logs a table at the end "
      "(sets profile_ops: true)")
-    ("no-cuda-graphs", "run every op of a plain decode step from the host instead of "
-     "replaying a captured CUDA graph (debugging; sets cuda_graphs: false)")
+    ("no-cuda-graphs", "run every op of a plain decode step or verify round from the host "
+     "instead of replaying a captured CUDA graph (debugging; sets cuda_graphs: false)")
     ("liveness-timeout", "seconds without a peer's heartbeat before it is declared failed, "
      "0 = never (overrides liveness_timeout_s:, default 300)", cxxopts::value<std::string>())
     ("version", "print the source revision and whether CUDA is built in")
