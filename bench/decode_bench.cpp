@@ -256,6 +256,7 @@ int run(int argc, char** argv) {
       plain->fill_for_benchmark(verify_ctx, 0xC0FFEEu + verify_ctx);
       plain_ms[verify_ctx] = median(time_steps(warmup, steps, [&] { plain_step(*plain, *ops); }));
     }
+    const StepGraphCounts before = ops->step_graph_counts();
     for (int64_t t : verify_rows) {
       spec_stage->fill_for_benchmark(verify_ctx, 0xBEEFu + t);
       std::vector<int32_t> ids(static_cast<size_t>(t));
@@ -277,6 +278,13 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "verify T=%lld @ %lld: %.3f ms\n", static_cast<long long>(t),
                    static_cast<long long>(verify_ctx), rows.back().ms);
     }
+    // Which path the verify rows measured: a round of T rows is a step of its own (one
+    // graph per T, replayed once captured; a refill may move memory, as for the plain rows).
+    const StepGraphCounts all = ops->step_graph_counts();
+    std::printf("verify rounds: %lld replayed, %lld captured, %lld run op by op\n",
+                static_cast<long long>(all.replays - before.replays),
+                static_cast<long long>(all.captures - before.captures),
+                static_cast<long long>(all.plain - before.plain));
   }
 
   std::vector<ScriptedRounds> spec_rows;

@@ -10,11 +10,12 @@
 // checkpoint; a backend makes them resident with prepare() before use (cuda keeps a
 // device copy keyed by the view's host pointer). Shapes use the spec's symbols.
 //
-// Position-independent decode (issue 12, the CUDA graph of a plain decode step): the ops
-// named *_dev and the "device step" ops (ops.def) read the step's position and token from
-// BACKEND memory (the stage's StepState, stage/workspace.h) instead of host arrays, and
-// compute every position-dependent address there, so the calls of one plain decode step
-// and all their arguments are the same at every position. Each *_dev op computes exactly
+// Position-independent decode (issue 12, the CUDA graph of a plain decode step and of a
+// verify round of T rows): the ops named *_dev and the "device step" ops (ops.def) read
+// the rows' positions and tokens from BACKEND memory (the stage's StepState,
+// stage/workspace.h) instead of host arrays, and compute every position-dependent address
+// there, so the calls of one plain decode step (or round of T rows) and all their
+// arguments are the same at every position. Each *_dev op computes exactly
 // what its host-array twin computes; a value the host twin refuses (a position outside
 // the rope table, a token outside the vocabulary) is refused by the CPU backend and
 // poisons the rows with NaN on CUDA (no host round trip to check it; the stage checks its

@@ -117,8 +117,8 @@ cxxopts::Options make_options() {
      cxxopts::value<std::string>())
     ("profile-ops", "time every op of the decode steps; each rank logs a table at the end "
      "(sets profile_ops: true)")
-    ("no-cuda-graphs", "run every op of a plain decode step from the host instead of "
-     "replaying a captured CUDA graph (debugging; sets cuda_graphs: false)")
+    ("no-cuda-graphs", "run every op of a plain decode step or verify round from the host "
+     "instead of replaying a captured CUDA graph (debugging; sets cuda_graphs: false)")
     ("no-cuda-pdl", "launch every kernel after the previous one has ended, without Programmatic "
      "Dependent Launch (to compare; sets cuda_pdl: false)")
     ("liveness-timeout", "seconds without a peer's heartbeat before it is declared failed, "

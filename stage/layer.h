@@ -25,7 +25,8 @@ struct LayerContext {
   // ops and moe_gemm, law 2's tolerance); off for decode, verify and draft rows (R-I3:
   // row-independent).
   bool gemm = false;
-  // Plain decode: positions and token ids come from ws.step (backend), not ws.positions.
+  // Plain decode and verify rows: positions and token ids come from ws.step (backend), not
+  // ws.positions.
   bool device_step = false;
 };
 
@@ -48,10 +49,14 @@ class Layer {
   void decode(LayerContext& ctx, float* h, float* taps);
   // After every plain decode step at position pos: the compressors' host block counts.
   void count_decoded(int64_t pos);
-  // A verify round: h [rows, hc, H] at positions pos0..pos0+rows-1 (ids host [rows])
-  // against transient rows, checkpointing the compressors (SPECDECODE §3.4, §4.2, §4.3).
-  void verify(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows, float* h,
-              float* taps);
+  // A verify round: h [rows, hc, H] at the positions and tokens of ws.step (ctx.device_step,
+  // pos0 .. pos0+rows-1) against transient rows, checkpointing the compressors (SPECDECODE
+  // §3.4, §4.2, §4.3); like decode, ops only, the same calls at every position (a captured
+  // graph per row count): count_verified keeps the host side.
+  void verify(LayerContext& ctx, int rows, float* h, float* taps);
+  // After every verify round of `rows` rows at pos0: the compressors' host block counts
+  // and the round's checkpoint count (checked against the positions).
+  void count_verified(int64_t pos0, int rows);
   // A later chunk of a chunked prefill (layer_extend.cpp): h [rows, hc, H] at positions
   // pos0..pos0+rows-1 after a prefill of pos0 rows; writes the caches as `rows`
   // consecutive decode steps would (MODEL.md §6.7 law 2). Taps: the last min(W, rows).
@@ -77,6 +82,9 @@ class Layer {
   // ctx.gemm.
   static void linear(LayerContext& ctx, const Fp8Linear& w, const float* x, int rows, float* y);
   static void linear(LayerContext& ctx, const TensorView& w, const float* x, int rows, float* y);
+  // decode (round false, one row) and verify (round true): the rows at ws.step.
+  void step_rows(LayerContext& ctx, int rows, bool round, float* h, float* taps);
+  void count_rows(int64_t pos0, int rows, bool round);
   // Rope of v [rows, heads, dim] at the rows' positions: ws.step's (ctx.device_step) or
   // the host ws.positions.
   void rope_rows(LayerContext& ctx, float* v, int rows, int heads, int dim, bool inverse);

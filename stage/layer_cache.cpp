@@ -88,39 +88,28 @@ void CompressorState::project(Ops& ops, const float* x, int rows, float* kv, flo
   island(ops, w_->wgate, x, rows, gemm, score);
 }
 
-void CompressorState::advance(Ops& ops, int64_t pos0, int rows, const RopeTable& rope,
-                              double norm_eps, const Numerics& num) {
-  const size_t pend = static_cast<size_t>(slots_) * latent_;
-  DSV4_CHECK(snap_kv_.data() != nullptr, "verify round without a checkpoint buffer");
-  ops.copy(snap_kv_.data(), pend_kv_.data(), pend);
-  ops.copy(snap_score_.data(), pend_score_.data(), pend);
-  blocks0_ = blocks_;
-  const size_t cur = w_->overlap ? static_cast<size_t>(ratio_) * latent_ : 0;
+void CompressorState::advance_at(Ops& ops, const int32_t* pos, int rows, bool checkpoint,
+                                 const RopeTable& rope, double norm_eps, const Numerics& num) {
+  if (checkpoint) {
+    const size_t pend = static_cast<size_t>(slots_) * latent_;
+    DSV4_CHECK(snap_kv_.data() != nullptr, "verify round without a checkpoint buffer");
+    ops.copy(snap_kv_.data(), pend_kv_.data(), pend);
+    ops.copy(snap_score_.data(), pend_score_.data(), pend);
+  }
   for (int i = 0; i < rows; ++i) {
-    const int64_t p = pos0 + i;
-    write_row(ops, p, i);
-    if ((p + 1) % ratio_ != 0) continue;
-    const int j = static_cast<int>(p / ratio_);
-    DSV4_CHECK(blocks_ == j, "compressor blocks ", blocks_, " != emitted block ", j);
-    ops.compress_blocks(*w_, pend_kv_.data() + cur, pend_score_.data() + cur, 1,
-                        w_->overlap ? pend_kv_.data() : nullptr,
-                        w_->overlap ? pend_score_.data() : nullptr, j, rope, norm_eps, num,
-                        store_ + static_cast<int64_t>(j) * w_->d);
-    if (w_->overlap) shift(ops);
-    blocks_ = j + 1;
+    const size_t row = static_cast<size_t>(i) * latent_;
+    ops.compress_at(*w_, pos + i, rows_kv_.data() + row, rows_score_.data() + row, pend_kv_.data(),
+                    pend_score_.data(), rope, norm_eps, num, store_);
   }
 }
 
-void CompressorState::advance_at(Ops& ops, const int32_t* pos, const RopeTable& rope,
-                                 double norm_eps, const Numerics& num) {
-  ops.compress_at(*w_, pos, rows_kv_.data(), rows_score_.data(), pend_kv_.data(),
-                  pend_score_.data(), rope, norm_eps, num, store_);
-}
-
-void CompressorState::count_decoded(int64_t p) {
-  if ((p + 1) % ratio_ != 0) return;
-  DSV4_CHECK(blocks_ == p / ratio_, "compressor blocks ", blocks_, " != emitted block ", p / ratio_);
-  ++blocks_;
+void CompressorState::count_rows(int64_t p0, int rows, bool checkpoint) {
+  if (checkpoint) blocks0_ = blocks_;
+  for (int64_t p = p0; p < p0 + rows; ++p) {
+    if ((p + 1) % ratio_ != 0) continue;
+    DSV4_CHECK(blocks_ == p / ratio_, "compressor blocks ", blocks_, " != emitted block ", p / ratio_);
+    ++blocks_;
+  }
 }
 
 void CompressorState::absorb_chunk(Ops& ops, const float* kv, const float* score, int64_t pos0,

@@ -42,20 +42,17 @@ class CompressorState {
   // gemm: a prefill's or extend's rows, as tensor-core GEMMs where the weight allows it
   // (layer_cache.cpp island), never for decode or verify rows (R-I3).
   void project(Ops& ops, const float* x, int rows, float* kv, float* score, bool gemm) const;
-  // A verify round: the pending pair and the block count are snapshotted (SPECDECODE
-  // §4.3), then §6.4 for positions pos0 .. pos0+rows-1 in order from rows_kv /
-  // rows_score, emitting completed blocks into the store.
-  void advance(Ops& ops, int64_t pos0, int rows, const RopeTable& rope, double norm_eps,
-               const Numerics& num);
-  // §6.4 for the plain decode row at the StepState position pos (backend) from rows_kv /
-  // rows_score [1, Lc]: the row to its pending slot, then the block completed there, if
-  // any (one Ops::compress_at); the same op call at every position.
+  // §6.4 for `rows` consecutive rows at the StepState positions pos [rows] (backend) from
+  // rows_kv / rows_score [rows, Lc]: each row to its pending slot, then the block completed
+  // there, if any (one Ops::compress_at per row); the same op calls at every position. A
+  // verify round (checkpoint) first snapshots the pending pair (SPECDECODE §4.3).
   // Ops only: a replayed step graph does not run it, so the host block count follows in
-  // count_decoded.
-  void advance_at(Ops& ops, const int32_t* pos, const RopeTable& rope, double norm_eps,
-                  const Numerics& num);
-  // The host side of advance_at at position p (the block count), after every step.
-  void count_decoded(int64_t p);
+  // count_rows.
+  void advance_at(Ops& ops, const int32_t* pos, int rows, bool checkpoint, const RopeTable& rope,
+                  double norm_eps, const Numerics& num);
+  // The host side of advance_at of the rows at p0 .. p0+rows-1, after the step: with
+  // checkpoint the round's snapshot count, then the block count.
+  void count_rows(int64_t p0, int rows, bool checkpoint);
   // A prefill chunk (Layer::extend): the live state `rows` decode steps at pos0.. would
   // leave, from the chunk's raw projections kv / score [rows, Lc] (stage workspace), with
   // its blocks pooled in two compress_blocks calls instead of one per block (§6.6).

@@ -37,7 +37,7 @@ int64_t boundary_tap_rows(const OpHeader& header, const ModelConfig& config) {
 
 HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
                              const OpHeader& header, float* h, float* taps, bool keep_logits,
-                             Drafter* drafter, float* step_logits) {
+                             Drafter* drafter, float* step_logits, float* round_logits) {
   const StageSpec& spec = stage.spec();
   const int64_t t_rows = header.rows();  // T
   FBuf own_logits;  // the head's logits [rows, V] when the caller keeps none
@@ -94,8 +94,9 @@ HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
   const size_t row_floats = static_cast<size_t>(config.hc_mult) * config.hidden_size;
   float* logits = step_logits;  // a decode's, scored within the step
   if (header.kind != OpKind::decode) {
-    own_logits = ops.alloc(static_cast<size_t>(rows * vocab));
-    logits = own_logits.data();
+    const bool round = header.kind == OpKind::verify && round_logits;
+    if (!round) own_logits = ops.alloc(static_cast<size_t>(rows * vocab));
+    logits = round ? round_logits : own_logits.data();
     stage.head_logits(h + static_cast<size_t>(first_row) * row_floats, static_cast<int>(rows),
                       logits);
   }
@@ -123,6 +124,13 @@ Pipeline::Pipeline(Stage& stage, Ops& ops, const ModelConfig& config, ControlPla
   step_h_ = ops_.alloc(hidden_floats(1));
   if (stage.spec().drafter) step_taps_ = ops_.alloc(tap_floats(1));
   if (stage.spec().last()) step_logits_ = ops_.alloc(static_cast<size_t>(config_.vocab_size));
+  if (stage.spec().drafter) {
+    round_rows_ = config_.dspark.block_size + 1;
+    round_h_ = ops_.alloc(hidden_floats(round_rows_));
+    round_taps_ = ops_.alloc(tap_floats(round_rows_));
+    if (stage.spec().last())
+      round_logits_ = ops_.alloc(static_cast<size_t>(round_rows_ * config_.vocab_size));
+  }
 }
 
 size_t Pipeline::hidden_floats(int64_t rows) const {
@@ -165,17 +173,22 @@ OpResult Pipeline::execute(const OpHeader& header) {
   const bool rows = moves_rows(header.kind);
   const bool answered = answers(header);  // the head returns a result
 
-  FBuf h, taps;  // per operation, but a plain decode's (step_h_, step_taps_)
+  FBuf h, taps;  // per operation, but a plain decode's (step_h_, step_taps_) and a round's
   BoundaryPayload payload;
   if (rows) {
     const bool step = header.kind == OpKind::decode;
-    if (!step) h = ops_.alloc(hidden_floats(header.rows()));
-    payload.h = step ? step_h_.data() : h.data();
-    payload.h_floats = step ? step_h_.size() : h.size();
+    const bool round = header.kind == OpKind::verify && round_rows_ > 0;
+    if (round && header.rows() > round_rows_)
+      throw Error(cat("rank ", spec.rank, ": verify of ", header.rows(), " rows exceeds tmax ",
+                      round_rows_, " (block_size + 1)"));
+    if (!step && !round) h = ops_.alloc(hidden_floats(header.rows()));
+    payload.h = step ? step_h_.data() : round ? round_h_.data() : h.data();
+    payload.h_floats = step ? step_h_.size() : hidden_floats(header.rows());
     if (spec.drafter) {
-      if (!step) taps = ops_.alloc(tap_floats(boundary_tap_rows(header, config_)));
-      payload.taps = step ? step_taps_.data() : taps.data();
-      payload.tap_floats = step ? step_taps_.size() : taps.size();
+      const int64_t tap_rows = boundary_tap_rows(header, config_);
+      if (!step && !round) taps = ops_.alloc(tap_floats(tap_rows));
+      payload.taps = step ? step_taps_.data() : round ? round_taps_.data() : taps.data();
+      payload.tap_floats = step ? step_taps_.size() : tap_floats(tap_rows);
     }
     if (!spec.first()) data_->recv(spec.rank - 1, payload);
   }
@@ -185,7 +198,7 @@ OpResult Pipeline::execute(const OpHeader& header) {
   float* op_taps = header.kind == OpKind::commit ? round_taps_.data() : payload.taps;
   HeadOutput head = compute_operation(stage_, ops_, config_, header, payload.h, op_taps,
                                       keep_logits, spec.last() ? drafter_ : nullptr,
-                                      step_logits_.data());
+                                      step_logits_.data(), round_logits_.data());
   if (rows && spec.last() && hooks_.head_rows) hooks_.head_rows(header, payload);
 
   OpResult result;
@@ -202,7 +215,6 @@ OpResult Pipeline::execute(const OpHeader& header) {
     record(header, true, payload, nullptr);
   }
   if (answered && spec.first() && !spec.last()) result = control_->recv_result();
-  if (header.kind == OpKind::verify && spec.last()) round_taps_ = std::move(taps);
 
   const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
   if (hooks_.after_op) hooks_.after_op(index, header, ms.count());

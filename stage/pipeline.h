@@ -54,14 +54,17 @@ struct HeadOutput {
 // writes the ring rows of the committed positions from `taps` (the round's verify taps),
 // reset resets it. A decode on the head stage scores its row inside the step into
 // step_logits (backend [1, V]; the same buffer every step keeps the step's graph, see
-// Stage::decode), or into a buffer of the operation's own when it is null.
+// Stage::decode), or into a buffer of the operation's own when it is null; a verify round
+// its rows into round_logits (backend [T, V], kept by the caller: no allocation around a
+// round keeps the graphs of the rounds, Stage::verify), or a buffer of its own.
 // Tap rows [rows, n_targets, H] an operation carries across a boundary with the drafter
 // on (S14: a prefill only its last min(W, p0) rows; 0 for operations without rows).
 int64_t boundary_tap_rows(const OpHeader& header, const ModelConfig& config);
 
 HeadOutput compute_operation(Stage& stage, Ops& ops, const ModelConfig& config,
                              const OpHeader& header, float* h, float* taps, bool keep_logits,
-                             Drafter* drafter = nullptr, float* step_logits = nullptr);
+                             Drafter* drafter = nullptr, float* step_logits = nullptr,
+                             float* round_logits = nullptr);
 
 class Pipeline {
  public:
@@ -90,10 +93,14 @@ class Pipeline {
   DataPlane* data_;
   PipelineHooks hooks_;
   Drafter* drafter_;
-  FBuf round_taps_;   // head rank: the open round's verify taps, read by its commit
   // Plain decode's boundary buffers h [1, hc, H], taps [1, n_targets, H] and (head rank)
   // logits [1, V], allocated once: its captured step graph replays their addresses.
   FBuf step_h_, step_taps_, step_logits_;
+  // A verify round's (drafter on), the same for T <= tmax rows: h [tmax, hc, H], taps
+  // [tmax, n_targets, H] (the head rank's commit reads the open round's) and (head rank)
+  // logits [tmax, V]; the rounds' graphs replay their addresses.
+  int64_t round_rows_ = 0;  // tmax (0: drafter off)
+  FBuf round_h_, round_taps_, round_logits_;
   int op_index_ = 0;
 };
 

@@ -72,6 +72,7 @@ Stage::Impl::Impl(Checkpoint& ckpt, Ops& ops_, const StageSpec& spec_)
 
   WorkspaceSizes sz;
   sz.rows = static_cast<int>(std::max<int64_t>({chunk_rows, tmax, 1}));
+  sz.step_rows = std::max(tmax, 1);
   int tail_cap = 0;
   for (int l = spec.layers.begin; l < spec.layers.end; ++l) {
     BlockWeights w = ckpt.load_block(l);
@@ -114,9 +115,7 @@ void Stage::Impl::check_no_round(const char* what) const {
 // its calls are the same at every position and run as one captured graph (Ops::run_step,
 // key: this stage, one row, its boundary buffers). The host side follows the step.
 void Stage::Impl::run_decode(int32_t token, float* h, float* taps, float* logits) {
-  ws->step_host[kStepPos] = static_cast<int32_t>(pos);
-  ws->step_host[kStepToken] = token;
-  ops.upload_i32(ws->step.data(), ws->step_host.data(), kStepFields);
+  ws->upload_step(ops, pos, &token, 1);
   const StepKey key{this, 1, {h, taps, logits}};
   ops.run_step(key, [&] {
     if (spec.first()) ops.embed_dev(embed_table, ws->step_token(), 1, cfg.hc_mult, h);
@@ -126,6 +125,23 @@ void Stage::Impl::run_decode(int32_t token, float* h, float* taps, float* logits
     if (logits) trunk_head_logits(ops, cfg, head, head_matrix, h, 1, ws->y.data(), logits);
   });
   for (auto& layer : layers) layer->count_decoded(pos);
+}
+
+// A verify round as the plain step (issue 12 target 3): the StepState of its T rows
+// (positions pos.., the T ids), then one run_step, a captured graph per row count replayed
+// at every position. Its key names the round by the layers (&layers), the plain step by
+// the stage (this): a round of one row is another step than a plain decode.
+void Stage::Impl::run_verify(const std::vector<int32_t>& ids, float* h, float* taps) {
+  const int t = static_cast<int>(ids.size());
+  ws->upload_step(ops, pos, ids.data(), t);
+  const StepKey key{&layers, t, {h, taps, nullptr}};
+  ops.run_step(key, [&] {
+    if (spec.first()) ops.embed_dev(embed_table, ws->step_token(), t, cfg.hc_mult, h);
+    LayerContext ctx = context();
+    ctx.device_step = true;
+    for (auto& layer : layers) layer->verify(ctx, t, h, taps);
+  });
+  for (auto& layer : layers) layer->count_verified(pos, t);
 }
 
 Stage::Stage(Checkpoint& ckpt, Ops& ops, const StageSpec& spec)
@@ -215,9 +231,7 @@ void Stage::verify(const std::vector<int32_t>& ids, float* h, float* taps) {
   if (m.pos + t > spec_.max_seq)
     throw Error(cat("verify: positions ", m.pos, " + T ", t, " exceed max_seq ", spec_.max_seq));
   m.check_tokens(ids, "verify");
-  if (spec_.first()) m.ops.embed(m.embed_table, ids.data(), static_cast<int>(t), m.cfg.hc_mult, h);
-  LayerContext ctx = m.context();
-  for (auto& layer : m.layers) layer->verify(ctx, ids.data(), m.pos, static_cast<int>(t), h, taps);
+  m.run_verify(ids, h, taps);
   m.round_open = true;
   m.round_rows = static_cast<int>(t);
 }

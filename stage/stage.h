@@ -72,7 +72,9 @@ class Stage {
   // Ops::run_step (a CUDA graph per stage, issue 12): h, taps and logits should be the
   // same buffers every step, or the step is issued afresh.
   void decode(int32_t token, float* h, float* taps, float* logits = nullptr);
-  // T rows at positions pos()..pos()+T-1 against provisional state (SPECDECODE §3).
+  // T rows at positions pos()..pos()+T-1 against provisional state (SPECDECODE §3). The
+  // round runs as one Ops::run_step (a CUDA graph per stage and T, issue 12), so h and
+  // taps should be the same buffers every round, or the round is issued afresh.
   void verify(const std::vector<int32_t>& ids, float* h, float* taps);
   // Keeps the first n rows of the open round, rolls back the rest (SPECDECODE §4).
   void commit(int n);

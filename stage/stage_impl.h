@@ -36,6 +36,8 @@ struct Stage::Impl {
   void check_no_round(const char* what) const;
   // One plain decode row at pos (Stage::decode after its checks).
   void run_decode(int32_t token, float* h, float* taps, float* logits);
+  // One verify round of ids.size() rows at pos (Stage::verify after its checks).
+  void run_verify(const std::vector<int32_t>& ids, float* h, float* taps);
 };
 
 }  // namespace dsv4

@@ -1,5 +1,7 @@
 #include "stage/workspace.h"
 
+#include "base/error.h"
+
 namespace dsv4 {
 
 Workspace::Workspace(Ops& ops, const ModelConfig& c, const WorkspaceSizes& sz) : sizes(sz) {
@@ -31,11 +33,21 @@ Workspace::Workspace(Ops& ops, const ModelConfig& c, const WorkspaceSizes& sz) :
   moe_out = ops.alloc(r * hidden);
   idx = ops.alloc_i32(r * sz.index_width);
   sel = ops.alloc_i32(r * c.num_experts_per_tok);
-  step = ops.alloc_i32(kStepFields);
-  n_visible = ops.alloc_i32(1);
+  step = ops.alloc_i32(2 * static_cast<size_t>(sz.step_rows));
+  n_visible = ops.alloc_i32(sz.step_rows);
   idx_host.reserve(r * sz.index_width);
   positions.resize(r);
-  step_host.resize(kStepFields);
+  step_host.resize(step.size());
+}
+
+void Workspace::upload_step(Ops& ops, int64_t pos0, const int32_t* tokens, int rows) {
+  DSV4_CHECK(rows >= 1 && rows <= sizes.step_rows, "step of ", rows, " rows outside [1, ",
+             sizes.step_rows, "]");
+  for (int t = 0; t < rows; ++t) {
+    step_host[t] = static_cast<int32_t>(pos0 + t);
+    step_host[sizes.step_rows + t] = tokens[t];
+  }
+  ops.upload_i32(step.data(), step_host.data(), step_host.size());
 }
 
 uint64_t Workspace::bytes() const {

@@ -10,13 +10,9 @@
 
 namespace dsv4 {
 
-// The plain decode step's inputs in backend memory, written once per step by the stage
-// (issue 12): every op of the step reads its position and token from here, so the
-// step's op calls are the same at every position (kernels/ops.h "device step").
-enum StepField : int { kStepPos = 0, kStepToken = 1, kStepFields = 2 };
-
 struct WorkspaceSizes {
   int rows = 0;          // R: rows of every per-row buffer
+  int step_rows = 1;     // S: rows of a plain decode step or verify round (max(tmax, 1))
   int max_blocks = 0;    // most compressed blocks a prefill of R rows emits in a layer
   int index_width = 0;   // widest merged index row (window + compressed tail)
   int cmp_latent = 0;    // widest attention-compressor latent Lc (0: none)
@@ -38,14 +34,22 @@ struct Workspace {
   FBuf qi, wi;            // [R, Ih, Id], [R, Ih] indexer queries and head weights
   FBuf wt, moe_out;       // [R, K], [R, H]
   IBuf idx, sel;          // [R, index_width], [R, K]
-  IBuf step;              // [kStepFields] the plain decode step's StepState
-  IBuf n_visible;         // [1] the decode row's visible indexer blocks (Ops::decode_index)
+  // The StepState (issue 12): the inputs of a plain decode step or a verify round of
+  // T <= S rows in backend memory, [2S]: positions [S] then token ids [S], row t at
+  // positions[t] = pos0 + t. Written once before the step by upload_step; every op of the
+  // step reads its positions and tokens from here, so the step's op calls are the same at
+  // every position (kernels/ops.h "device step").
+  IBuf step;
+  IBuf n_visible;         // [S] the step rows' visible indexer blocks (Ops::decode_index)
   std::vector<int32_t> idx_host;   // host staging of idx
   std::vector<int32_t> positions;  // host [R]
-  std::vector<int32_t> step_host;  // host staging of step [kStepFields]
+  std::vector<int32_t> step_host;  // host staging of step [2S]
 
-  const int32_t* step_pos() const { return step.data() + kStepPos; }
-  const int32_t* step_token() const { return step.data() + kStepToken; }
+  const int32_t* step_pos() const { return step.data(); }
+  const int32_t* step_token() const { return step.data() + sizes.step_rows; }
+  // The StepState of `rows` rows at positions pos0.. with tokens [rows] (host): one upload,
+  // issued before the step's Ops::run_step.
+  void upload_step(Ops& ops, int64_t pos0, const int32_t* tokens, int rows);
 
   uint64_t bytes() const;
 };

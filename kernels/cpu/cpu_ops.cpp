@@ -193,9 +193,9 @@ class CpuOps final : public Ops {
                     const int32_t* pos, KvQuant variant, float* ring, int slots) override {
     cpu_finish_kv_at(cache_, kv, norm, dim, eps, rope, pos, variant, ring, slots);
   }
-  void decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
-                    int32_t* n_visible) override {
-    cpu_decode_index(pos, ratio, window, tail_width, idx, n_visible);
+  void decode_index(const int32_t* pos, int rows, int ratio, int window, int tail_width,
+                    int trans_base, int32_t* idx, int32_t* n_visible) override {
+    cpu_decode_index(pos, rows, ratio, window, tail_width, trans_base, idx, n_visible);
   }
   void compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
                    const float* row_score, float* pend_kv, float* pend_score,

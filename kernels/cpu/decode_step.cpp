@@ -40,23 +40,30 @@ void cpu_finish_kv_at(CpuWeightCache& cache, float* kv, const TensorView& norm, 
   copy_to_slot(ring, pos, slots, kv, static_cast<size_t>(dim), "finish_kv_at");
 }
 
-void cpu_decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
-                      int32_t* n_visible) {
-  const int64_t p = checked_pos(pos, "decode_index");
-  DSV4_CHECK(tail_width >= 0 && ratio >= 0, "decode_index: ratio ", ratio, " tail ", tail_width);
+void cpu_decode_index(const int32_t* pos, int rows, int ratio, int window, int tail_width,
+                      int trans_base, int32_t* idx, int32_t* n_visible) {
+  DSV4_CHECK(rows >= 1 && tail_width >= 0 && ratio >= 0, "decode_index: ", rows, " rows, ratio ",
+             ratio, " tail ", tail_width);
+  DSV4_CHECK(ratio != kOverlapRatio || n_visible != nullptr, "decode_index: ratio 4 needs its n_visible row");
+  const int64_t pos0 = checked_pos(pos, "decode_index");
   const int width = window + tail_width;
-  std::fill_n(idx, width, -1);
-  const std::vector<int32_t> win = window_decode_row(p, window);
-  std::copy(win.begin(), win.end(), idx);
-  if (ratio == kOverlapRatio) {
-    DSV4_CHECK(n_visible != nullptr, "decode_index: ratio 4 needs its n_visible row");
-    n_visible[0] = static_cast<int32_t>((p + 1) / ratio);  // §4.18 step 5
-  } else if (ratio > 0) {
-    const std::vector<int32_t> coarse = coarse_decode_row(p, ratio, window);
-    if (static_cast<int64_t>(coarse.size()) > tail_width)
-      throw Error(cat("decode_index: position ", p, " sees ", coarse.size(),
-                      " compressed blocks, more than the tail width ", tail_width));
-    std::copy(coarse.begin(), coarse.end(), idx + window);
+  for (int t = 0; t < rows; ++t) {
+    const int64_t p = checked_pos(pos + t, "decode_index");
+    DSV4_CHECK(p == pos0 + t, "decode_index: row ", t, " at position ", p, ", not ", pos0 + t);
+    int32_t* row = idx + static_cast<int64_t>(t) * width;
+    std::fill_n(row, width, -1);
+    const std::vector<int32_t> win = trans_base < 0 ? window_decode_row(p, window)
+                                                    : window_verify_row(p, pos0, window, trans_base);
+    std::copy(win.begin(), win.end(), row);
+    if (ratio == kOverlapRatio) {
+      n_visible[t] = static_cast<int32_t>((p + 1) / ratio);  // §4.18 step 5
+    } else if (ratio > 0) {
+      const std::vector<int32_t> coarse = coarse_decode_row(p, ratio, window);
+      if (static_cast<int64_t>(coarse.size()) > tail_width)
+        throw Error(cat("decode_index: position ", p, " sees ", coarse.size(),
+                        " compressed blocks, more than the tail width ", tail_width));
+      std::copy(coarse.begin(), coarse.end(), row + window);
+    }
   }
 }
 

@@ -1,4 +1,4 @@
-// The device-step ops of a plain decode row (kernels/ops.h "device step"), CPU reference:
+// The device-step ops of plain decode and verify rows (kernels/ops.h "device step"), CPU reference:
 // the position is read from backend (here host) memory and every position-dependent
 // address is computed from it, with the same laws the host builders use.
 #pragma once
@@ -17,10 +17,11 @@ void cpu_finish_kv_at(CpuWeightCache& cache, float* kv, const TensorView& norm, 
                       const RopeTable& rope, const int32_t* pos, KvQuant variant, float* ring,
                       int slots);
 
-// Ops::decode_index: the window row of kernels/index_laws, the coarse row (ratio > 4) and
-// -1 pads up to window + tail_width; n_visible[0] = (p+1)/4 for ratio 4.
-void cpu_decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
-                      int32_t* n_visible);
+// Ops::decode_index: per row the window row of kernels/index_laws (decode, or verify with
+// trans_base >= 0), the coarse row (ratio > 4) and -1 pads up to window + tail_width;
+// n_visible[t] = (p+1)/4 for ratio 4.
+void cpu_decode_index(const int32_t* pos, int rows, int ratio, int window, int tail_width,
+                      int trans_base, int32_t* idx, int32_t* n_visible);
 
 // Ops::compress_at: the rows to their pending slot, the block completed
 // at *pos (if any) by cpu_compress_blocks into its store row, then the overlap shift

@@ -147,8 +147,8 @@ class CudaOps final : public Ops {
 
   void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
                     const int32_t* pos, KvQuant variant, float* ring, int slots) override;
-  void decode_index(const int32_t* pos, int ratio, int window, int tail_width, int32_t* idx,
-                    int32_t* n_visible) override;
+  void decode_index(const int32_t* pos, int rows, int ratio, int window, int tail_width,
+                    int trans_base, int32_t* idx, int32_t* n_visible) override;
   void compress_at(const CompressorWeights& c, const int32_t* pos, const float* row_kv,
                    const float* row_score, float* pend_kv, float* pend_score,
                    const RopeTable& rope, double norm_eps, const Numerics& num,

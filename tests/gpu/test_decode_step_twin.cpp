@@ -145,7 +145,9 @@ TEST_CASE("indexer_topk_dev: device n_visible under a fixed n_cap selects what i
   }
 }
 
-TEST_CASE("decode_index twin: the CPU rows exactly, at Flash and tiny shapes") {
+// Plain decode rows (one row, the ring) and a verify round's rows (T = 2 and 4 from the
+// position, in-round positions at transient rows trans_base + q - pos0, SPECDECODE §4.2).
+TEST_CASE("decode_index twin: the CPU rows exactly, decode and verify rows, at Flash and tiny shapes") {
   Backends b;
   struct Shape { int ratio, window, topk, cap; };
   const Shape shapes[] = {{0, 128, 512, 0},   {4, 128, 512, 16384}, {128, 128, 512, 512},
@@ -153,15 +155,24 @@ TEST_CASE("decode_index twin: the CPU rows exactly, at Flash and tiny shapes") {
   for (const Shape& sh : shapes) {
     const int tail = sh.ratio == 4 ? std::min(sh.topk, sh.cap) : sh.cap;
     const int64_t max_pos = sh.cap > 0 ? int64_t{sh.cap} * sh.ratio : 4096;
-    for (int64_t p = 0; p < max_pos; p += (p < 600 ? 1 : 97)) {
-      PairI pos = position(b, p), nv = put_i32(b, {-5});
-      PairI idx = put_i32(b, std::vector<int32_t>(static_cast<size_t>(sh.window + tail), 7777));
-      for (int s : {kCpu, kGpu})
-        b.at(s).decode_index(pos[s], sh.ratio, sh.window, tail, idx[s], sh.ratio == 4 ? nv[s] : nullptr);
-      INFO("ratio " << sh.ratio << " window " << sh.window << " position " << p);
-      REQUIRE(get_i32(b, idx, kCpu) == get_i32(b, idx, kGpu));
-      REQUIRE(get_i32(b, nv, kCpu) == get_i32(b, nv, kGpu));
-    }
+    const int trans_base = sh.window + sh.cap;  // the layer's transient rows (LayerCache)
+    for (const int rows : {1, 2, 4})
+      for (int64_t p = 0; p + rows <= max_pos; p += (p < 600 ? 1 : 97)) {
+        std::vector<int32_t> positions(static_cast<size_t>(rows));
+        for (int t = 0; t < rows; ++t) positions[t] = static_cast<int32_t>(p + t);
+        PairI pos = put_i32(b, positions), nv = put_i32(b, std::vector<int32_t>(positions.size(), -5));
+        PairI idx = put_i32(b, std::vector<int32_t>(static_cast<size_t>(rows) * (sh.window + tail), 7777));
+        for (const int base : {-1, trans_base}) {
+          if (base < 0 && rows > 1) continue;  // a verify round's rows only
+          for (int s : {kCpu, kGpu})
+            b.at(s).decode_index(pos[s], rows, sh.ratio, sh.window, tail, base, idx[s],
+                                 sh.ratio == 4 ? nv[s] : nullptr);
+          INFO("ratio " << sh.ratio << " window " << sh.window << " position " << p << " rows " << rows
+                        << " trans_base " << base);
+          REQUIRE(get_i32(b, idx, kCpu) == get_i32(b, idx, kGpu));
+          REQUIRE(get_i32(b, nv, kCpu) == get_i32(b, nv, kGpu));
+        }
+      }
   }
 }
 
@@ -285,6 +296,11 @@ TEST_CASE("compress_at twin: attention r4 / r128 and indexer r4 at consecutive p
 TEST_CASE("cuda: a plain decode step issues the same op calls with the same arguments at every position") {
   auto gpu = make_cuda_ops(0);
   test::check_position_independent_decode(*gpu);
+}
+
+TEST_CASE("cuda: a verify round of T rows issues the same op calls with the same arguments at every position") {
+  auto gpu = make_cuda_ops(0);
+  test::check_position_independent_verify(*gpu);
 }
 
 }  // namespace dsv4::twin

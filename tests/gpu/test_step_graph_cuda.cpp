@@ -3,7 +3,8 @@
 // (logits and every cache class) across r = 4 and r = 16 block completions, the ring
 // wrap and the last positions; memory that moves after a capture forces a re-capture,
 // never a replay of the stale graph; a host copy inside a capture is refused by name and
-// leaves the backend usable. The step's concurrent lines (Ops::on_line) change no bit:
+// leaves the backend usable. Verify rounds of T rows replayed from their graphs equal
+// rounds op by op and the plain steps. The step's concurrent lines (Ops::on_line) change no bit:
 // steps on a backend that keeps every op on the main line equal them; nor does launching
 // the kernels with Programmatic Dependent Launch (cuda_pdl).
 #include <doctest/doctest.h>
@@ -162,6 +163,72 @@ TEST_CASE("cuda graphs: verify rows equal the replayed plain steps bit for bit")
     }
     spec.stage.commit(t);
   }
+}
+
+// Issue 12 target 3: a verify round of T rows as one captured graph per (stage, T),
+// replayed at every position. Rounds of T = 1..4 (then again, so each T replays) from
+// position 11 and after a refill at 240 up to the last position, committing n = 1..T rows
+// (rollbacks included): the replayed rounds give the logits and taps bits of rounds issued
+// op by op (graphs off) and of rounds on one line, every row those of the replayed plain
+// step at its position (R-I3), and every cache class stays equal to the op-by-op run's
+// after each commit and to the plain steps' at the round ends.
+TEST_CASE("cuda graphs: replayed verify rounds equal rounds op by op and the plain steps, bit for bit") {
+  Checkpoint ckpt(tiny_dir());
+  const ModelConfig& c = ckpt.config();
+  const int64_t V = c.vocab_size;
+  const size_t tap_row = c.dspark.target_layer_ids.size() * c.hidden_size;
+  GraphRun graphs(ckpt, true, true), op_by_op(ckpt, false, true), one_line(ckpt, false, true, /*lines=*/false);
+  GraphRun steps(ckpt, true, true);  // the plain steps at the committed positions
+  const std::vector<int32_t> ids = random_tokens(static_cast<int>(kMaxSeq), c.vocab_size, 5656);
+  constexpr int kPrompt = 11;
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + kPrompt);
+  GraphRun* const runs[] = {&graphs, &op_by_op, &one_line, &steps};
+  for (GraphRun* r : runs) r->stage.prefill(prompt, r->h.data(), r->taps.data());
+  auto taps_of = [&](GraphRun& r, size_t rows) {
+    std::vector<float> host(rows * tap_row);
+    r.ops->download(host.data(), r.taps.data(), host.size());
+    return host;
+  };
+
+  int rounds = 0, k = 0;
+  auto walk = [&](int64_t to) {
+    for (int t = 1; graphs.stage.pos() + t <= to; t = t % 4 + 1, ++k) {
+      const int64_t p = graphs.stage.pos();
+      const int n = 1 + k % t;
+      INFO("round at " << p << " of " << t << " rows, commit " << n);
+      const std::vector<int32_t> x(ids.begin() + p, ids.begin() + p + t);
+      const std::vector<float> replayed = graphs.verify(x);
+      const std::vector<float> rt = taps_of(graphs, static_cast<size_t>(t));
+      CHECK(same_bits(replayed, op_by_op.verify(x)));
+      CHECK(same_bits(rt, taps_of(op_by_op, static_cast<size_t>(t))));
+      CHECK(same_bits(replayed, one_line.verify(x)));
+      CHECK(same_bits(rt, taps_of(one_line, static_cast<size_t>(t))));
+      for (int i = 0; i < n; ++i) {
+        INFO("row " << i);
+        const auto row = replayed.begin() + static_cast<ptrdiff_t>(i) * V;
+        CHECK(same_bits({row, row + V}, steps.decode(x[static_cast<size_t>(i)])));
+        const std::vector<float> st = taps_of(steps, 1);
+        CHECK(std::memcmp(rt.data() + i * tap_row, st.data(), tap_row * sizeof(float)) == 0);
+      }
+      for (GraphRun* r : {&graphs, &op_by_op, &one_line}) r->stage.commit(n);
+      check_same_caches(graphs.stage, op_by_op.stage, p);
+      if (k % 4 == 3) {
+        check_same_caches(graphs.stage, one_line.stage, p);
+        check_same_caches(graphs.stage, steps.stage, p);
+      }
+      ++rounds;
+    }
+  };
+  walk(130);
+  for (GraphRun* r : runs) r->stage.fill_for_benchmark(240, 78);
+  walk(kMaxSeq);
+  check_same_caches(graphs.stage, steps.stage, kMaxSeq);
+  const StepGraphCounts counts = graphs.ops->step_graph_counts();
+  MESSAGE(rounds, " rounds with graphs (and the plain steps of another stage on another backend): ",
+          counts.plain, " op by op, ", counts.captures, " captured, ", counts.replays, " replayed");
+  // Each T warms up and captures once per memory generation; the refill moves memory once.
+  CHECK(counts.replays >= rounds - 4 * 2 * 3);
+  CHECK(op_by_op.ops->step_graph_counts().replays == 0);
 }
 
 TEST_CASE("cuda graphs: memory allocated after a capture forces a re-capture, not a stale replay") {

@@ -136,10 +136,10 @@ class TracingOps final : public OpDecorator<TracingOps> {
               const int32_t*, KvQuant, float*, int) {
     rec("finish_kv_at", kv, static_cast<size_t>(dim));
   }
-  void record(OpTag<"decode_index">, const int32_t*, int, int window, int tail, int32_t* idx,
+  void record(OpTag<"decode_index">, const int32_t*, int rows, int, int window, int tail, int, int32_t* idx,
               int32_t* nv) {
-    reci("decode_index", idx, static_cast<size_t>(window) + tail);
-    if (nv) reci("decode_index n_visible", nv, 1);
+    reci("decode_index", idx, static_cast<size_t>(rows) * (window + tail));
+    if (nv) reci("decode_index n_visible", nv, static_cast<size_t>(rows));
   }
   void record(OpTag<"compress_at">, const CompressorWeights& c, const int32_t* pos, const float*,
               const float*, float*, float*, const RopeTable&, double, const Numerics&, float* store) {
