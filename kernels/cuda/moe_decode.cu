@@ -181,15 +181,7 @@ template <int NW, int P, int S, cuda::Fp4Decode kDecode>
 void launch_staged(const MmaArgs& a, int64_t items_max, int device, cudaStream_t stream) {
   constexpr size_t smem = kStagedSmem<NW, S>;
   constexpr auto kernel = expert_staged_kernel<NW, P, S, kDecode>;
-  static const int per_sm = [] {
-    DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    int n = 0;
-    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, smem));
-    return n;
-  }();
-  int sms = 0;
-  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t blocks = std::min<int64_t>(items_max, int64_t{std::max(per_sm, 1)} * sms);
+  const int64_t blocks = cuda::resident_grid<kernel, smem>(items_max, device);
   kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a);
   DSV4_CUDA_LAUNCH_CHECK();
 }
