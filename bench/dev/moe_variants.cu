@@ -9,12 +9,20 @@
 // ("=shipped"). Every variant is also checked against a host
 // reference (f64 sums of the decoded weights, CHECKPOINT.md §3.5-§3.7; every 8th output
 // row) at the twin test's f32-order bound, 1e-5 in rel_l2 and max_norm.
+// At P = 1 the "fp4 R2" / "fp4 R3" / "fp4 R4" arms are the fragment-layout kernel
+// (kernels/cuda/expert_fp4.cuh: weights relaid once, fp16 mma, scales after the mma) with
+// a cp.async ring of 2 / 3 / 4 slots a warp, on the same activations as §4.9 e4m3 values
+// and block scales (act_fp16_rows, untimed: the shipped native path quantizes too). Their
+// K order is their own, so against the shipped output they print the closeness ("vs
+// shipped", ~1e-7), not bits; each checks its rows of the T-row call equal to the rows
+// computed alone, bit for bit ("rows=alone"; SPECDECODE.md §6.3 R-I3).
 // The up projection (w1, w3 + SwiGLU) and the down one (w2) are timed apart, as the
 // median of 7 batches of `reps` launches; each launch reads another set of experts (5
 // disjoint sets of 48, 3 GB in all), so the weights come from HBM, not the 50 MB L2.
 // TB/s counts the distinct experts' packed bytes and scales once per launch; "of 4.3" is
 // the ratio to the H200's HBM bandwidth.
 // usage: dsv4-dev-moe [reps]
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,6 +39,7 @@
 #include "base/cuda_check.h"
 #include "bench/dev/dev_bench.h"
 #include "base/scalar_formats.h"
+#include "kernels/cuda/expert_fp4.cuh"
 #include "kernels/cuda/moe_experts.cuh"
 
 namespace {
@@ -136,14 +145,15 @@ std::vector<int32_t> routing(int set) {
   return sel;
 }
 
-// One call's work list (the device grouping of moe.cu) for the first `rows` rows of a set.
+// One call's work list (the device grouping of moe.cu) for rows first .. first + rows - 1 of a set.
 struct Work {
   cuda::Tiles tiles{};
   int32_t* sel = nullptr;
   int64_t max_tiles = 0;
   std::vector<int32_t> sel_host;
   void* owned[4] = {};
-  Work(const Experts& x, int set, int rows, cudaStream_t s) : sel_host(routing(set)) {
+  Work(const Experts& x, int set, int rows, cudaStream_t s, int first = 0) : sel_host(routing(set)) {
+    sel_host.erase(sel_host.begin(), sel_host.begin() + static_cast<size_t>(first) * kTop);
     sel_host.resize(static_cast<size_t>(rows) * kTop);
     const int slots = rows * kTop;
     max_tiles = cuda::max_tiles(slots, kExperts);
@@ -165,16 +175,23 @@ struct Work {
 };
 
 // Activations of the up (x [8, H]) and down (h [48, I]) kernels: normals / 32, so the
-// projections' sums stay O(1) (inside the SwiGLU clamp), bf16-rounded for P = 1 (exact
-// in one plane, as e4m3 values would be), f32 for P = 3.
+// projections' sums stay O(1) (inside the SwiGLU clamp); for P = 1 the §4.9 values of
+// each 128-block (e4m3(v / s) s, s = pow2ceil(amax / 448): exact in one bf16 plane, and
+// what act_fp16_rows reproduces exactly as e4m3 values and s), f32 for P = 3.
 std::vector<float> activations(int64_t n, int planes, uint64_t stream) {
   std::vector<float> v(n);
   for (int64_t i = 0; i < n; ++i) {
     // Box-Muller on two hashed 16-bit uniforms.
     const double u1 = (hashed_byte(stream, 4 * i) * 256.0 + hashed_byte(stream, 4 * i + 1) + 1) / 65537.0;
     const double u2 = (hashed_byte(stream, 4 * i + 2) * 256.0 + hashed_byte(stream, 4 * i + 3)) / 65536.0;
-    const float f = static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2) / 32);
-    v[i] = planes == 1 ? bf16_round(f) : f;
+    v[i] = static_cast<float>(std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2) / 32);
+  }
+  constexpr int kBlock = 128;
+  for (int64_t b = 0; planes == 1 && b < n; b += kBlock) {
+    float amax = 0;
+    for (int64_t i = b; i < b + kBlock; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float s = pow2ceil(amax / 448.0f);
+    for (int64_t i = b; i < b + kBlock; ++i) v[i] = e4m3_round(v[i] / s) * s;
   }
   return v;
 }
@@ -249,11 +266,74 @@ struct Variant {
 // The shipped kernel, then its variants (moe.cu knobs_of).
 constexpr Variant kVariants[] = {{"shipped", cuda::ExpertKernel::shipped}, {"lookup", cuda::ExpertKernel::lookup}};
 
+// The fragment-layout arms' inputs at P = 1: the relaid experts and the activations as
+// act_fp16_rows gives them (e4m3 values in B order, block scales).
+struct Fp4Inputs {
+  const cuda::ExpertFrag* frags;
+  const __half* act;
+  const float* act_scale;
+};
+
+// Reads back n floats of out (NaN-filled before `launch` ran, so an unwritten output fails).
+template <class Launch>
+std::vector<float> output_of(Launch launch, float* out, size_t n, cudaStream_t s) {
+  DSV4_CUDA_CHECK(cudaMemsetAsync(out, 0xFF, n * sizeof(float), s));
+  launch();
+  std::vector<float> got(n);
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(got.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost, s));
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(s));
+  return got;
+}
+
+// The fragment-layout kernel at rings 2-4 on one projection: timed, against the host
+// reference (the twin bound), against the shipped output (closeness: another K order), and
+// each row of the call against the row alone, bit for bit. Returns false when a check failed.
+bool run_fp4(const Experts& x, const std::vector<std::unique_ptr<Work>>& sets, int nw, int rows, const Fp4Inputs& in,
+             const std::vector<float>& ref, const std::vector<float>& shipped, const float* wt, float* out, int reps,
+             int device, cudaStream_t s) {
+  const int64_t m = nw == 2 ? kInter : kHidden, k = nw == 2 ? kHidden : kInter;
+  const int act_div = nw == 2 ? kTop : 1;
+  const size_t n_out = static_cast<size_t>(rows) * kTop * m;
+  const double bytes = double(sets[0]->distinct()) * nw * (m * k / 2 + m * k / x.group());
+  // The call's arguments for work w whose first slot is slot0 of set 0's rows (its
+  // activation rows and routing weights start there).
+  auto args = [&](const Work& w, int slot0) {
+    const int64_t act_row = slot0 / act_div;
+    return cuda::FragArgs{cuda::MmaArgs{w.tiles, nullptr, act_div, m, k, out, wt ? wt + slot0 : nullptr,
+                                        nw == 2 ? kLimit : 0.0f},
+                          w.sel, in.frags, in.act + act_row * k, in.act_scale + act_row * (k / cuda::kKChunk)};
+  };
+  bool ok = true;
+  for (int ring : {2, 3, 4}) {
+    auto launch = [&](int set) {
+      cuda::launch_expert_fp4(nw, x.r.nv, ring, args(*sets[set], 0), sets[set]->max_tiles, device, s);
+    };
+    const float us = time_us(launch, reps, s);
+    const std::vector<float> got = output_of([&] { launch(0); }, out, n_out, s);
+    const dev::Closeness c = closeness(ref, got, m), v = dev::closeness(shipped, got);
+    bool alone = true;
+    for (int t = 0; t < rows; ++t) {
+      const Work one(x, 0, 1, s, t);
+      const std::vector<float> row = output_of(
+          [&] { cuda::launch_expert_fp4(nw, x.r.nv, ring, args(one, t * kTop), one.max_tiles, device, s); },
+          out, static_cast<size_t>(kTop) * m, s);
+      alone = alone && std::memcmp(row.data(), got.data() + static_cast<size_t>(t) * kTop * m, row.size() * sizeof(float)) == 0;
+    }
+    std::printf("%-4s %s P1 rows %d fp4 R%d    %8.2f us %5.2f TB/s %4.2f of 4.3  ref rel_l2 %.1e max_norm %.1e %s"
+                " vs shipped rel_l2 %.1e %s\n",
+                nw == 2 ? "up" : "down", x.r.name, rows, ring, us, bytes / us / 1e6, bytes / us / 1e6 / (kHbm / 1e12),
+                c.rel_l2, c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE", v.rel_l2,
+                alone ? "rows=alone" : "ROWS-DIFFER-FROM-ALONE");
+    ok = ok && c.within(kTolerance) && v.within(kTolerance) && alone;
+  }
+  return ok;
+}
+
 // Every variant of one projection (nw 2 up, 1 down) at one recipe, plane count and row
-// count; returns false when a check failed.
+// count, then the fragment-layout arms when fp4 is given; returns false when a check failed.
 bool run_case(const Experts& x, const std::vector<std::unique_ptr<Work>>& sets, int nw, int planes, int rows,
               const float* act, const std::vector<float>& ref, const float* wt, float* out, int reps, int device,
-              cudaStream_t s) {
+              cudaStream_t s, const Fp4Inputs* fp4) {
   const int64_t m = nw == 2 ? kInter : kHidden, k = nw == 2 ? kHidden : kInter;
   const int act_div = nw == 2 ? kTop : 1;
   const size_t n_out = static_cast<size_t>(rows) * kTop * m;
@@ -267,11 +347,7 @@ bool run_case(const Experts& x, const std::vector<std::unique_ptr<Work>>& sets, 
   for (const Variant& v : kVariants) {
     auto launch = [&](int set) { cuda::launch_expert_mma(v.kernel, nw, planes, args(set), items_max, device, s); };
     const float us = time_us(launch, reps, s);
-    DSV4_CUDA_CHECK(cudaMemsetAsync(out, 0xFF, n_out * sizeof(float), s));  // NaN: an unwritten output fails
-    launch(0);
-    std::vector<float> got(n_out);
-    DSV4_CUDA_CHECK(cudaMemcpyAsync(got.data(), out, n_out * sizeof(float), cudaMemcpyDeviceToHost, s));
-    DSV4_CUDA_CHECK(cudaStreamSynchronize(s));
+    const std::vector<float> got = output_of([&] { launch(0); }, out, n_out, s);
     const dev::Closeness c = closeness(ref, got, m);
     std::printf("%-4s %s P%d rows %d %-9s %8.2f us %5.2f TB/s %4.2f of 4.3  ref rel_l2 %.1e max_norm %.1e %s",
                 nw == 2 ? "up" : "down", x.r.name, planes, rows, v.name, us, bytes / us / 1e6, bytes / us / 1e6 / (kHbm / 1e12),
@@ -286,7 +362,7 @@ bool run_case(const Experts& x, const std::vector<std::unique_ptr<Work>>& sets, 
     }
     std::printf("\n");
   }
-  return ok;
+  return fp4 ? run_fp4(x, sets, nw, rows, *fp4, ref, shipped, wt, out, reps, device, s) && ok : ok;
 }
 
 }  // namespace
@@ -301,6 +377,7 @@ int run_all(int argc, char** argv) {
   bool ok = true;
   for (const Recipe& r : {Recipe{"mxfp4", false}, Recipe{"nvfp4", true}}) {
     const Experts x(r);
+    const cuda::FragExperts frags(x.host, kHidden, kInter, s);  // the relayout at load
     for (int planes : {1, 3}) {
       const std::vector<float> x_host = activations(int64_t{kMaxRows} * kHidden, planes, 11 + planes);
       const std::vector<float> h_host = activations(int64_t{kMaxRows} * kTop * kInter, planes, 21 + planes);
@@ -312,16 +389,28 @@ int run_all(int argc, char** argv) {
       float* out = nullptr;
       DSV4_CUDA_CHECK(cudaMalloc(&out, sizeof(float) * kMaxRows * kTop * kHidden));
       const std::vector<float> up_ref = reference(x, 2, x_host, wt_host), down_ref = reference(x, 1, h_host, wt_host);
+      // The fragment arms' activations (P = 1: §4.9 values, reproduced exactly).
+      __half* xq = dev::device_alloc<__half>(x_host.size());
+      __half* hq = dev::device_alloc<__half>(h_host.size());
+      float* xs = dev::device_alloc<float>(x_host.size() / cuda::kKChunk);
+      float* hs = dev::device_alloc<float>(h_host.size() / cuda::kKChunk);
+      cuda::act_fp16_rows(x_dev, kMaxRows, kHidden, xq, xs, s);
+      cuda::act_fp16_rows(h_dev, kMaxRows * kTop, kInter, hq, hs, s);
+      const Fp4Inputs up_in{frags.table(), xq, xs}, down_in{frags.table(), hq, hs};
       for (int rows : {1, 2, 4, 6, 8}) {
         std::vector<std::unique_ptr<Work>> sets;
         for (int set = 0; set < kSets; ++set) sets.push_back(std::make_unique<Work>(x, set, rows, s));
-        ok = run_case(x, sets, 2, planes, rows, x_dev, up_ref, wt_dev, out, reps, device, s) && ok;
-        ok = run_case(x, sets, 1, planes, rows, h_dev, down_ref, nullptr, out, reps, device, s) && ok;
+        ok = run_case(x, sets, 2, planes, rows, x_dev, up_ref, wt_dev, out, reps, device, s,
+                      planes == 1 ? &up_in : nullptr) && ok;
+        ok = run_case(x, sets, 1, planes, rows, h_dev, down_ref, nullptr, out, reps, device, s,
+                      planes == 1 ? &down_in : nullptr) && ok;
       }
-      for (float* p : {x_dev, h_dev, wt_dev, out}) DSV4_CUDA_CHECK(cudaFree(p));
+      for (float* p : {x_dev, h_dev, wt_dev, out, xs, hs}) DSV4_CUDA_CHECK(cudaFree(p));
+      for (__half* p : {xq, hq}) DSV4_CUDA_CHECK(cudaFree(p));
     }
   }
-  std::printf("%s\n", ok ? "all variants within tolerance and equal to shipped" : "SOME VARIANT FAILED A CHECK");
+  std::printf("%s\n", ok ? "all variants within tolerance and equal to shipped; fp4 arms within tolerance, rows=alone"
+                          : "SOME VARIANT FAILED A CHECK");
   return ok ? 0 : 1;
 }
 

@@ -122,9 +122,10 @@ __device__ inline void a_fragments(uint32_t w_g, uint32_t w_g8, __nv_bfloat162 s
   }
 }
 
-// NW = 2: w1, w3 of the expert (up, out h); NW = 1: w2 (down).
-template <int NW>
-__device__ inline void projections(const ExpertW& e, Fp4W (&w)[NW]) {
+// NW = 2: w1, w3 of the expert (up, out h); NW = 1: w2 (down). Expert: ExpertW (Fp4W
+// projections) or the fragment layout's ExpertFrag (Fp4Frag, expert_fp4.cuh).
+template <int NW, class Expert, class Projection>
+__device__ inline void projections(const Expert& e, Projection (&w)[NW]) {
   if constexpr (NW == 2) {
     w[0] = e.w1;
     w[1] = e.w3;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "base/cuda_check.h"
 #include "kernels/cuda/expert_kernel.h"
 #include "kernels/cuda/expert_mma.cuh"
 #include "kernels/cuda/swiglu.cuh"
@@ -175,4 +176,26 @@ void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a
 // The work list of `slots` routed slots (sel: expert ids), on the device (moe.cu).
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
                  cudaStream_t stream);
+// The grid of a work-list kernel: the blocks of `kKernel` (kExpertThreads threads, kSmem
+// bytes of dynamic shared memory) that fit on the device at once (its occupancy, a
+// property of the compiled kernel, asked once), at most `items`.
+template <auto kKernel, size_t kSmem>
+int64_t resident_grid(int64_t items, int device) {
+  static const int per_sm = [] {
+    DSV4_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+    int n = 0;
+    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, kExpertThreads, kSmem));
+    return n;
+  }();
+  int sms = 0;
+  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return std::min<int64_t>(items, int64_t{std::max(per_sm, 1)} * sms);
+}
+
+// Whether the cp.async kernels (the staged decode kernels, the ring prefill GEMM of
+// expert_gemm.cuh) may read these projections: 16-byte packed weights, 4-byte scales.
+inline bool cp_async_aligned(const Fp4W& w) {
+  return reinterpret_cast<uintptr_t>(w.packed) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scales) % 4 == 0;
+}
+
 }  // namespace dsv4::cuda

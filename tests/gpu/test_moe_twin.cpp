@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda/expert_fp4.h"
 #include "kernels/cuda/expert_kernel.h"
 #include "tests/gpu/twin_harness.h"
 
@@ -347,6 +348,21 @@ TEST_CASE("moe_gemm twin at Flash shapes: 24 rows over 128 of the 256 experts, b
     check_moe_gemm(kFlash, recipe, 24, recipe == ExpertRecipe::mxfp4 ? 94 : 95);
 }
 
+// The inputs of a routed call on both backends: x [rows, hidden] (normals of scale 2,
+// from rng), the selection and the routing weights 0.1 + 0.05 (slot % k).
+struct RoutedInputs {
+  PairF x;
+  PairI sel;
+  PairF wt;
+};
+RoutedInputs routed_inputs(Backends& b, Rng& rng, int hidden, const std::vector<int32_t>& sel_host) {
+  const size_t rows = sel_host.size() / kK;
+  std::vector<float> wt_host(sel_host.size());
+  for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
+  PairF x = put(b, rng.normals(rows * hidden, 2.0f));
+  return {std::move(x), put_i32(b, sel_host), put(b, wt_host)};
+}
+
 // The prefill MoE's routed experts compute the decode MoE's columns (the same exact
 // products in the same K order, moe_prefill.cu): with the shared expert's output zeroed,
 // moe_gemm's rows equal moe's bit for bit in every arm, and a repeated call gives the same
@@ -359,11 +375,7 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
   Rng rng(seed);
   Block blk(rng, recipe, false, s);
   blk.zero_shared_down();
-  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
-  std::vector<float> wt_host(sel_host.size());
-  for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
-  PairI sel = put_i32(b, sel_host);
-  PairF wt = put(b, wt_host);
+  auto [x, sel, wt] = routed_inputs(b, rng, s.hidden, sel_host);
   const size_t n = static_cast<size_t>(rows) * s.hidden;
   auto gemm = [&](const Numerics& num, float limit, float* o) {
     b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
@@ -587,6 +599,88 @@ TEST_CASE("moe and moe_gemm refuse expert bytes not 16-byte aligned in device me
                        doctest::Contains(refusal.c_str()), Error);
   CHECK_THROWS_WITH_AS(b.gpu->moe_gemm(blk.w, nullptr, 0, nullptr, nullptr, kK, 0.0f, Numerics{}, nullptr),
                        doctest::Contains(refusal.c_str()), Error);
+}
+
+// ---- the fragment-layout FP4 expert path (kernels/cuda/expert_fp4.cuh), native arm ----
+
+// The prepared kernel (not yet the engine's) through its whole routed path (cuda::FragMoe:
+// upload, relayout, §4.9 activations, up + SwiGLU, re-quantized h, down, combine) against
+// the CPU's moe with the shared expert's down projection zeroed (its output is then +0, so
+// the CPU's output is the routed sum alone; the path adds a zero sh): the native arm's
+// bounds (kArms[0]: the path sums the same exact products as the shipped kernel, e2m1 x
+// block scale x e4m3 activation, in another f32 order: scales after the mma per chunk /
+// group, expert_fp4.cu), then each row of every call of n = 1, 2, 4, 6, 8, all rows equal
+// to the row alone bit for bit (SPECDECODE.md §6.3), a repeated call bit-identical, and the
+// shipped kernel's output (CudaOps::moe, the same zeroed shared expert) at the same bounds.
+// scale_2 > 0 as in check_moe.
+void check_fp4_path(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host, uint64_t seed,
+                    float scale_2 = 0.0f) {
+  const int rows = static_cast<int>(sel_host.size()) / kK;
+  const Arm& a = kArms[0];
+  Numerics num;
+  num.expert_arm = a.arm;
+  num.dense_act = a.act;
+  Backends b;
+  Rng rng(seed);
+  Block blk(rng, recipe, false, s);
+  blk.set_scale_2(scale_2);
+  blk.zero_shared_down();
+  auto [x, sel, wt] = routed_inputs(b, rng, s.hidden, sel_host);
+  const PairF sh = zeros(b, static_cast<size_t>(rows) * s.hidden);
+  cuda::FragMoe path(blk.w, rows, kK);
+  auto run = [&](int first, int n) {
+    PairF out = zeros(b, static_cast<size_t>(n) * s.hidden);
+    path.run(x[kGpu] + static_cast<size_t>(first) * s.hidden, n, sel[kGpu] + first * kK, wt[kGpu] + first * kK,
+             a.limit, sh[kGpu], out[kGpu]);
+    return get(b, out, kGpu);
+  };
+  const std::string what = case_name("moe fp4 fragment path ", recipe, a, s, rows);
+  const std::vector<float> all = run(0, rows);
+  PairF ref = zeros(b, static_cast<size_t>(rows) * s.hidden);
+  b.cpu->moe(blk.w, x[kCpu], rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
+  check_close(what + " vs cpu", get(b, ref, kCpu), all, a.rel_l2, a.max_norm);
+  check_close(what + " vs the shipped kernel", gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num), all, a.rel_l2,
+              a.max_norm);
+  check_bitwise(what + " repeated call", all, run(0, rows));
+  std::vector<float> singles;
+  for (int t = 0; t < rows; ++t) {
+    const std::vector<float> one = run(t, 1);
+    singles.insert(singles.end(), one.begin(), one.end());
+  }
+  check_bitwise(what + " rows vs single rows", all, singles);
+  for (int n : {1, 2, 4, 6, 8})
+    if (n < rows)
+      check_bitwise(what + " first " + std::to_string(n) + " rows vs single rows", run(0, n),
+                    std::vector<float>(singles.begin(), singles.begin() + static_cast<size_t>(n) * s.hidden));
+}
+
+// Flash shapes (up: 32 chunks, 4 a warp; down: 16, 2 a warp), 8 rows sharing experts 3,
+// 10 and 99 in rows 0-3 (tiles of 2-4 columns; the others one live column).
+TEST_CASE("moe fp4 fragment path at Flash shapes: 8 rows, both recipes, vs cpu, vs shipped, rows vs single rows") {
+  const std::vector<int32_t> sel = flash_verify_selection();
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_fp4_path(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 121 : 122);
+}
+
+// Small widths: K of 2 chunks (up) and 1 (down), so most warps of a block take no chunk
+// (their ring copies nothing); 20 rows sharing experts 0 and 9: tiles of 8 live columns
+// and one of 4; an NVFP4 weight_scale_2 that is no power of two.
+TEST_CASE("moe fp4 fragment path at small widths and 20 rows: full tiles, idle warps, NVFP4 scale_2") {
+  const std::vector<int32_t> sel = many_rows_selection();
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_fp4_path(kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 123 : 124);
+  check_fp4_path(kSmall, ExpertRecipe::nvfp4, sel, 125, 0.0123f);
+}
+
+// The layout keeps an MXFP4 scale as its code + 14 (an f32 exponent after the placement's
+// 2^-14): a code above 240 is refused at load, naming the expert.
+TEST_CASE("moe fp4 fragment path refuses an MXFP4 scale code above 240, naming the expert") {
+  Rng rng(126);
+  Block blk(rng, ExpertRecipe::mxfp4, false);
+  auto* codes = const_cast<uint8_t*>(blk.w.experts[5].w2.scale.data);  // the Store's own bytes
+  codes[17] = 241;
+  CHECK_THROWS_WITH_AS(cuda::FragMoe(blk.w, 1, kK), doctest::Contains("expert 5 has an MXFP4 scale code above 240"),
+                       Error);
 }
 
 }  // namespace dsv4::twin

@@ -1,0 +1,542 @@
+// The fragment-layout FP4 expert path (expert_fp4.cuh): the relayout at load, the §4.9
+// activations in fp16 B order, and the expert kernel.
+//
+// Work items are the shipped kernel's (moe.cu): item i = (tile i / (m/16), rows 16 (i %
+// (m/16)) ..), a fixed grid of resident blocks walking them. Block = 8 warps; warp w takes
+// the 128-element chunks w, w + 8, ... of K. Each lane streams its own 16-byte code units
+// and its column's activation run, and lanes t = 0 / < 8 the scales, through a per-warp
+// cp.async ring of `ring` slots, ring - 1 chunk steps ahead of the mma, across items. The
+// K order of an output (row, slot), fixed by K alone (never by the row count or the other
+// slots of the tile): within chunk c, NVFP4: its 8 k16 steps chained in the tensor core
+// from zero (A pre-scaled), then acc = fma(s_a 2^14, chunk, acc); MXFP4: each 32-group's 2
+// steps chained from zero, chunk = fma(2^(e-127) 2^14, group, chunk) over the 4 groups,
+// then acc = fma(s_a, chunk, acc); the warp's chunks ascending; the 8 warps' sums added in
+// warp order, times weight_scale_2 (tile_epilogue). The shipped kernel instead chains
+// every mma of a warp (bf16, scales inside the operands) through one accumulator.
+#include "kernels/cuda/expert_fp4.cuh"
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/expert_fp4.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "base/cuda_check.h"
+#include "base/error.h"
+#include "kernels/cuda/quant.cuh"
+
+namespace dsv4::cuda {
+
+namespace {
+
+constexpr int kThreads = kExpertThreads;
+constexpr int kWarps = kKWarps;
+constexpr int kChunk = kKChunk;
+constexpr int kUnits = kChunk / kFragUnitK;  // 2 code units a chunk
+// The routed path's ring: 3 slots of 4.3 KiB (2 KiB of them weights) a warp: 111 KiB a
+// block, two blocks an SM, 64 KiB of weights in flight an SM.
+constexpr int kRing = 3;
+
+// ---- relayout ----
+
+// One thread per destination word: the lane's 4 registers of one k16 step (layout in
+// expert_fp4.cuh); register j's two codes are one checkpoint byte (k even: low nibble k).
+__global__ void relayout_codes_kernel(const uint8_t* packed, int64_t rows, int64_t cols, uint32_t* out) {
+  const int64_t units = cols / kFragUnitK, words = rows / kMmaRows * units * kWarp * 4;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < words; i += int64_t{gridDim.x} * blockDim.x) {
+    const int q = static_cast<int>(i % 4), lane = static_cast<int>(i / 4 % kWarp);
+    const int64_t unit = i / (4 * kWarp), b = unit / units, u = unit % units;
+    const int g = lane / 4, t = lane % 4;
+    uint32_t w = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t r = kMmaRows * b + g + 8 * (j & 1);
+      const int64_t k = kFragUnitK * u + 16 * q + 2 * t + 8 * (j >> 1);
+      const uint32_t byte = packed[r * (cols / 2) + k / 2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // h = 0: code k (low nibble), 1: code k + 1
+        const uint32_t n = byte >> (4 * h) & 0xF;
+        w |= (n & 7) << (9 - 3 * j + 16 * h) | (n >> 3) << (12 + j + 16 * h);
+      }
+    }
+    out[i] = w;
+  }
+}
+
+// One thread per destination scale byte (layout in expert_fp4.cuh).
+__global__ void relayout_scales_kernel(const uint8_t* scales, int64_t rows, int64_t cols, bool nv, uint8_t* out,
+                                       int* bad) {
+  const int group = nv ? 16 : 32, per = kChunk / group;  // groups a chunk: 8 / 4
+  const int64_t chunks = cols / kChunk, n = rows * cols / group;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const int h = static_cast<int>(i % 2), s = static_cast<int>(i / 2 % per), g = static_cast<int>(i / (2 * per) % 8);
+    const int64_t bc = i / (16 * per), b = bc / chunks, c = bc % chunks;
+    const int64_t r = kMmaRows * b + g + 8 * h;
+    const uint8_t code = scales[r * (cols / group) + per * c + s];
+    if (nv) {
+      out[i] = code;
+    } else {
+      if (code > kMxMaxCode) atomicOr(bad, 1);
+      out[i] = static_cast<uint8_t>(code + kMxScaleBias);
+    }
+  }
+}
+
+// ---- activations ----
+
+// One warp per (row, 128-block): §4.9 (cuda::act_quant128), then each lane's 4 values to
+// their B-order places (expert_fp4.cuh act_fp16_rows).
+__global__ void act_fp16_kernel(const float* x, int64_t rows, int64_t K, __half* q, float* s) {
+  __shared__ float vals[kThreads / kWarp][kChunk];
+  const int lane = threadIdx.x % kWarp, wib = threadIdx.x / kWarp;
+  const int64_t blocks = K / kChunk, warps = int64_t{gridDim.x} * (blockDim.x / kWarp);
+  for (int64_t w = blockIdx.x * int64_t{blockDim.x / kWarp} + wib; w < rows * blocks; w += warps) {
+    const int64_t r = w / blocks, c = w % blocks;
+    const float scale = act_quant128(x + r * K + c * kChunk, vals[wib]);  // the lane's own 4 elements
+    if (lane == 0) s[w] = scale;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int e = i * kWarp + lane, st = e / 16, slot = e % 16;
+      const int t = (slot % 8) / 2, at = t * 32 + st * 4 + (slot / 8) * 2 + slot % 2;
+      q[r * K + c * kChunk + at] = __float2half_rn(vals[wib][e]);  // an e4m3 value: exact
+    }
+    __syncwarp();  // vals is rewritten by the warp's next block
+  }
+}
+
+// ---- the expert kernel ----
+
+// The A sets of a step: up, projections w1 and w3 of the item's 16 rows; down, w2's two
+// 16-row blocks of the item's 32 rows. Both multiply the same B, so a step's copies,
+// activation loads and waits serve 16 mma either way.
+constexpr int kSets = 2;
+// Rows of an item: 16 up, 32 down.
+template <int NW>
+constexpr int kItemRows = NW == 2 ? kMmaRows : kSets * kMmaRows;
+
+// A slot of a warp's ring: lane L's code units (A set j, unit u of the chunk), lane L's
+// activation run (its column g, k-slots of the 8 steps), the scales of lane group g
+// (copied by lane 4g), and column L's activation scale (copied by lane L < 8).
+template <bool NV>
+struct FragSlot {
+  using Scales = std::conditional_t<NV, uint4, uint2>;
+  uint4 codes[kSets][kUnits][kWarp];
+  uint4 act[4][kWarp];
+  Scales scales[kSets][8];
+  float act_scale[8];
+};
+
+// cp.async (PTX ISA "cp.async"), .cg (L2 only) for the streamed codes, .ca for the rest.
+__device__ inline void copy_cg16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+               "l"(src)
+               : "memory");
+}
+template <int N>
+__device__ inline void copy_ca(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(dst))),
+               "l"(src), "n"(N)
+               : "memory");
+}
+__device__ inline void commit_copies() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ inline void wait_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// The tile of item i, its slots and its expert's projections.
+template <int NW>
+__device__ inline const int32_t* item_tile(const FragArgs& a, int64_t i, int64_t m_tiles, Fp4Frag (&w)[NW]) {
+  const int32_t* slots = a.mma.tiles.slot + i / m_tiles * kMmaCols;
+  projections<NW>(a.experts[a.sel[slots[0]]], w);
+  return slots;
+}
+
+// A warp's copies, ring - 1 (item, chunk) steps ahead of its mma, in the order the kernel
+// consumes them: items blockIdx.x, + gridDim.x, ..., in each the chunks warp, warp + 8, ...
+// A zero column's activation run and scale are stored as zeros (so the mma never needs to
+// know which columns live). A warp with no chunk copies nothing; past the last step a
+// commit group is empty.
+template <int NW, bool NV>
+struct FragFeeder {
+  using Scales = typename FragSlot<NV>::Scales;
+  int64_t m_tiles, items, item;
+  int chunks, c = 0;
+  // The next step's sources (advanced by one step of the warp, 8 chunks, after each copy):
+  const uint4* codes[kSets];         // the lane's first unit of the chunk's rows
+  const Scales* scales[kSets];       // lane group g's scales of the chunk (read by lane 4g)
+  const __half* act = nullptr;       // column g's activation run + 32t (null: a zero column)
+  const float* act_scale = nullptr;  // lane L < 8: column L's scale of the chunk (null: none)
+  __device__ FragFeeder(const FragArgs& a, int64_t m_tiles_, int64_t items_, int chunks_)
+      : m_tiles(m_tiles_), items(items_), item(items_), chunks(chunks_) {
+    const int warp = threadIdx.x / kWarp;
+    if (warp < chunks) enter(a, blockIdx.x);
+  }
+  __device__ void enter(const FragArgs& a, int64_t i) {
+    item = i;
+    c = threadIdx.x / kWarp;
+    if (item >= items) return;
+    const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+    Fp4Frag w[NW];
+    const int32_t* slots = item_tile<NW>(a, item, m_tiles, w);
+#pragma unroll
+    for (int j = 0; j < kSets; ++j) {  // set j: projection j (up) or 16-row block j (down)
+      const Fp4Frag& f = w[NW == 2 ? j : 0];
+      const int64_t b = item % m_tiles * (kItemRows<NW> / kMmaRows) + (NW == 2 ? 0 : j);
+      codes[j] = f.codes + (b * (a.mma.k / kFragUnitK) + kUnits * c) * kWarp + lane;
+      scales[j] = reinterpret_cast<const Scales*>(f.scales) + (b * chunks + c) * 8 + g;
+    }
+    const int32_t col = slots[g], own = slots[lane % 8];
+    act = col >= 0 ? a.act + (col / a.mma.act_div) * a.mma.k + int64_t{c} * kChunk + 32 * t : nullptr;
+    act_scale = lane < 8 && own >= 0 ? a.act_scale + (own / a.mma.act_div) * chunks + c : nullptr;
+  }
+  __device__ void step(const FragArgs& a, FragSlot<NV>& slot) {
+    if (item < items) {
+      const int lane = threadIdx.x % kWarp, t = lane % 4;
+#pragma unroll
+      for (int j = 0; j < kSets; ++j) {
+#pragma unroll
+        for (int u = 0; u < kUnits; ++u) copy_cg16(&slot.codes[j][u][lane], codes[j] + u * kWarp);
+        if (t == 0) copy_ca<sizeof(Scales)>(&slot.scales[j][lane / 4], scales[j]);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (act)
+          copy_ca<16>(&slot.act[i][lane], act + 8 * i);
+        else
+          slot.act[i][lane] = make_uint4(0, 0, 0, 0);
+      }
+      if (act_scale)
+        copy_ca<4>(&slot.act_scale[lane], act_scale);
+      else if (lane < 8)
+        slot.act_scale[lane] = 0.0f;
+      if (c + kWarps < chunks) {
+        c += kWarps;
+#pragma unroll
+        for (int j = 0; j < kSets; ++j) {
+          codes[j] += kWarps * kUnits * kWarp;
+          scales[j] += kWarps * 8;
+        }
+        if (act) act += kWarps * kChunk;
+        if (act_scale) act_scale += kWarps;
+      } else {
+        enter(a, item + gridDim.x);
+      }
+    }
+    commit_copies();
+  }
+};
+
+// acc[j] += chunk's products (A set j) from `in`: lane (g, t)'s A registers (its code
+// units, its scales), B of column g, D columns 2t, 2t + 1 times their activation scales
+// (and 2^14 for NVFP4: the placement's 2^-14; MXFP4 has it in its block scale).
+template <bool NV>
+__device__ inline void frag_chunk(const FragSlot<NV>& in, float (&acc)[kSets][4]) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  constexpr float kUnplace = NV ? 16384.0f : 1.0f;
+  float chunk[kSets][4];
+#pragma unroll
+  for (int j = 0; j < kSets; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) chunk[j][i] = 0.0f;
+  typename FragSlot<NV>::Scales sc[kSets];
+#pragma unroll
+  for (int j = 0; j < kSets; ++j) sc[j] = in.scales[j][g];
+#pragma unroll
+  for (int u = 0; u < kUnits; ++u) {
+    uint4 units[kSets];
+#pragma unroll
+    for (int j = 0; j < kSets; ++j) units[j] = in.codes[j][u][lane];
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {  // steps 4u + 2p, 4u + 2p + 1: one activation load
+      const uint4 bv = in.act[2 * u + p][lane];
+#pragma unroll
+      for (int j = 0; j < kSets; ++j) {
+        float d[4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int q = 2 * p + h, st = 4 * u + q;
+          const uint32_t word = q == 0 ? units[j].x : q == 1 ? units[j].y : q == 2 ? units[j].z : units[j].w;
+          uint32_t a[4];
+          e2m1x8_frag_to_f16x2(word, a);
+          const uint32_t b0 = h ? bv.z : bv.x, b1 = h ? bv.w : bv.y;
+          if constexpr (NV) {
+            const uint32_t pair = (st < 4 ? (st < 2 ? sc[j].x : sc[j].y) : (st < 6 ? sc[j].z : sc[j].w));
+            nvfp4_scaled(static_cast<uint16_t>(pair >> (16 * (st % 2))), a);
+            mma_m16n8k16_f16(chunk[j], a, b0, b1);
+          } else if (h == 0) {
+            mma_m16n8k16_f16<true>(d, a, b0, b1);
+          } else {
+            mma_m16n8k16_f16(d, a, b0, b1);
+            // group r = 2u + p: codes of rows g, g + 8 at bytes 2r, 2r + 1 of the lane's 8
+            const uint32_t word_r = u == 0 ? sc[j].x : sc[j].y;
+            const float sg = p == 0 ? mxfp4_scale<0>(word_r) : mxfp4_scale<16>(word_r);
+            const float sg8 = p == 0 ? mxfp4_scale<8>(word_r) : mxfp4_scale<24>(word_r);
+            chunk[j][0] = __fmaf_rn(sg, d[0], chunk[j][0]);
+            chunk[j][1] = __fmaf_rn(sg, d[1], chunk[j][1]);
+            chunk[j][2] = __fmaf_rn(sg8, d[2], chunk[j][2]);
+            chunk[j][3] = __fmaf_rn(sg8, d[3], chunk[j][3]);
+          }
+        }
+      }
+    }
+  }
+  const float sa[2] = {in.act_scale[2 * t] * kUnplace, in.act_scale[2 * t + 1] * kUnplace};
+#pragma unroll
+  for (int j = 0; j < kSets; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[j][i] = __fmaf_rn(sa[i % 2], chunk[j][i], acc[j][i]);
+}
+
+// part: the 8 warps' accumulators of one item (two sets).
+template <bool NV, int S>
+constexpr size_t kFragSmem = sizeof(float) * kWarps * kSets * 4 * kWarp + sizeof(FragSlot<NV>) * kWarps * S;
+
+// Step n of a warp waits for its slot n % S, then (all lanes past step n - 1) refills slot
+// (n - 1) % S with step n + S - 1, then multiplies slot n % S.
+template <int NW, bool NV, int S>
+__global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
+  static_assert(S >= 2, "one slot read while the others fill");
+  extern __shared__ uint4 smem[];
+  using Part = float[kWarps][kSets][4][kWarp];
+  static_assert(sizeof(Part) % sizeof(uint4) == 0 && sizeof(FragSlot<NV>) % sizeof(uint4) == 0);
+  Part& part = *reinterpret_cast<Part*>(smem);
+  const int warp = threadIdx.x / kWarp;
+  auto* ring = reinterpret_cast<FragSlot<NV>*>(smem + sizeof(Part) / sizeof(uint4)) + warp * S;
+  const int64_t m_tiles = a.mma.m / kItemRows<NW>, items = *a.mma.tiles.count * m_tiles;
+  const int chunks = static_cast<int>(a.mma.k / kChunk);
+  FragFeeder<NW, NV> feed(a, m_tiles, items, chunks);
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) feed.step(a, ring[s]);
+  int slot = 0;
+#pragma unroll 1
+  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
+    Fp4Frag w[NW];
+    const int32_t* slots = item_tile<NW>(a, i, m_tiles, w);  // for the epilogue
+    float acc[kSets][4];
+#pragma unroll
+    for (int j = 0; j < kSets; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
+#pragma unroll 1
+    for (int c = warp; c < chunks; c += kWarps) {
+      wait_copies<S - 2>();
+      __syncwarp();  // the lanes' copies of this slot landed; every lane is past the previous one
+      feed.step(a, ring[(slot + S - 1) % S]);
+      frag_chunk<NV>(ring[slot], acc);
+      slot = (slot + 1) % S;
+    }
+    Fp4W scale_2[NW];  // tile_epilogue's weight_scale_2
+#pragma unroll
+    for (int j = 0; j < NW; ++j) scale_2[j].scale_2 = w[j].scale_2;
+    const int64_t m0 = i % m_tiles * kItemRows<NW>;
+    if constexpr (NW == 2) {
+      tile_epilogue<2>(a.mma, slots, scale_2, m0, acc, part);
+    } else {  // the item's two 16-row blocks, one after the other through part's first half
+      using Part1 = float[kWarps][1][4][kWarp];
+      using Acc1 = const float[1][4];
+#pragma unroll
+      for (int j = 0; j < kSets; ++j) {
+        if (j > 0) __syncthreads();  // part read by the previous block's epilogue
+        tile_epilogue<1>(a.mma, slots, scale_2, m0 + j * kMmaRows, reinterpret_cast<Acc1&>(acc[j]),
+                         *reinterpret_cast<Part1*>(smem));
+      }
+    }
+    __syncthreads();  // `part` is rewritten by the next item
+  }
+  wait_copies<0>();  // no copy outlives the block
+}
+
+template <int NW, bool NV, int S>
+void launch_fp4(const FragArgs& a, int64_t tiles_max, int device, cudaStream_t stream) {
+  constexpr size_t smem = kFragSmem<NV, S>;
+  constexpr auto kernel = expert_fp4_kernel<NW, NV, S>;
+  const int64_t blocks = resident_grid<kernel, smem>(tiles_max * (a.mma.m / kItemRows<NW>), device);
+  if (blocks <= 0) return;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+template <int NW, bool NV>
+void launch_fp4(int ring, const FragArgs& a, int64_t tiles_max, int device, cudaStream_t stream) {
+  if (a.mma.m % kItemRows<NW> != 0 || a.mma.k % kChunk != 0)
+    throw Error(cat("expert_fp4: a ", a.mma.m, " x ", a.mma.k, " projection is not whole ", kItemRows<NW>, " x ", kChunk,
+                    " items"));
+  switch (ring) {
+    case 2:
+      return launch_fp4<NW, NV, 2>(a, tiles_max, device, stream);
+    case 3:
+      return launch_fp4<NW, NV, 3>(a, tiles_max, device, stream);
+    case 4:
+      return launch_fp4<NW, NV, 4>(a, tiles_max, device, stream);
+    default:
+      throw Error(cat("expert_fp4: a ring of ", ring, " slots (2-4 are built)"));
+  }
+}
+
+}  // namespace
+
+void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, int* bad, cudaStream_t stream) {
+  relayout_codes_kernel<<<blocks_for(rows * src.cols / 8, kThreads), kThreads, 0, stream>>>(
+      src.packed, rows, src.cols, reinterpret_cast<uint32_t*>(codes));
+  DSV4_CUDA_LAUNCH_CHECK();
+  relayout_scales_kernel<<<blocks_for(rows * src.cols / src.group, kThreads), kThreads, 0, stream>>>(
+      src.scales, rows, src.cols, src.nv, scales, bad);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+FragExperts::FragExperts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter, cudaStream_t stream) {
+  int* bad = nullptr;
+  DSV4_CUDA_CHECK(cudaMalloc(&bad, sizeof(int) * experts.size()));
+  owned_.p.push_back(bad);
+  DSV4_CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int) * experts.size(), stream));
+  std::vector<ExpertFrag> host(experts.size());
+  for (size_t e = 0; e < experts.size(); ++e)
+    host[e] = {relaid(experts[e].w1, inter, bad + e, stream), relaid(experts[e].w3, inter, bad + e, stream),
+               relaid(experts[e].w2, hidden, bad + e, stream)};
+  std::vector<int> flags(experts.size());
+  DSV4_CUDA_CHECK(cudaMemcpyAsync(flags.data(), bad, sizeof(int) * flags.size(), cudaMemcpyDeviceToHost, stream));
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (size_t e = 0; e < flags.size(); ++e)
+    if (flags[e])
+      throw Error(cat("expert_fp4: expert ", e, " has an MXFP4 scale code above ", kMxMaxCode,
+                      " (2^", kMxMaxCode - 127, "), which the fragment layout cannot hold"));
+  DSV4_CUDA_CHECK(cudaMalloc(&table_, sizeof(ExpertFrag) * host.size()));
+  owned_.p.push_back(table_);
+  DSV4_CUDA_CHECK(cudaMemcpy(table_, host.data(), sizeof(ExpertFrag) * host.size(), cudaMemcpyHostToDevice));
+}
+
+FragExperts::Owned::~Owned() {
+  for (void* q : p) cudaFree(q);
+}
+
+Fp4Frag FragExperts::relaid(const Fp4W& w, int64_t rows, int* bad, cudaStream_t stream) {
+  if (rows % kMmaRows != 0 || w.cols % kChunk != 0)
+    throw Error(cat("expert_fp4: a projection of ", rows, " x ", w.cols, " is not whole 16 x 128 tiles"));
+  auto it = done_.find(w.packed);
+  if (it != done_.end()) return it->second;
+  uint8_t *codes = nullptr, *scales = nullptr;
+  DSV4_CUDA_CHECK(cudaMalloc(&codes, rows * w.cols / 2));
+  owned_.p.push_back(codes);
+  DSV4_CUDA_CHECK(cudaMalloc(&scales, rows * w.cols / w.group));
+  owned_.p.push_back(scales);
+  relayout_fp4(w, rows, codes, scales, bad, stream);
+  const Fp4Frag f{reinterpret_cast<const uint4*>(codes), scales, w.scale_2, w.nv};
+  done_.emplace(w.packed, f);
+  return f;
+}
+
+void act_fp16_rows(const float* x, int64_t rows, int64_t K, __half* q, float* s, cudaStream_t stream) {
+  act_fp16_kernel<<<blocks_for(rows * (K / kChunk) * kWarp, kThreads), kThreads, 0, stream>>>(x, rows, K, q, s);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void launch_expert_fp4(int nw, bool nv, int ring, const FragArgs& a, int64_t tiles_max, int device,
+                       cudaStream_t stream) {
+  if (nw == 2)
+    nv ? launch_fp4<2, true>(ring, a, tiles_max, device, stream) : launch_fp4<2, false>(ring, a, tiles_max, device, stream);
+  else
+    nv ? launch_fp4<1, true>(ring, a, tiles_max, device, stream) : launch_fp4<1, false>(ring, a, tiles_max, device, stream);
+}
+
+// The layer's checkpoint-layout experts on the device (one copy per distinct stored
+// projection), their relayout, and the routed path's scratch.
+struct FragMoe::State {
+  int64_t hidden, inter, k, max_rows, tiles_max;
+  int n_experts, device = 0;
+  bool nv;
+  std::vector<void*> owned;
+  std::map<const uint8_t*, const uint8_t*> resident;  // host bytes -> device copy
+  ExpertW* table = nullptr;
+  std::unique_ptr<FragExperts> frags;
+  __half *xq = nullptr, *hq = nullptr;
+  float *xs = nullptr, *hs = nullptr, *h = nullptr, *y = nullptr;
+  Tiles tiles{};
+
+  template <class T>
+  T* alloc(int64_t n) {
+    void* p = nullptr;
+    DSV4_CUDA_CHECK(cudaMalloc(&p, sizeof(T) * std::max<int64_t>(n, 1)));
+    owned.push_back(p);
+    return static_cast<T*>(p);
+  }
+  const uint8_t* upload(const TensorView& t) {
+    auto it = resident.find(t.data);
+    if (it != resident.end()) return it->second;
+    auto* d = alloc<uint8_t>(static_cast<int64_t>(t.nbytes));
+    DSV4_CUDA_CHECK(cudaMemcpy(d, t.data, t.nbytes, cudaMemcpyHostToDevice));
+    return resident.emplace(t.data, d).first->second;
+  }
+  Fp4W fp4(const Fp4Linear& w) {
+    Fp4W d;
+    d.packed = upload(w.weight);
+    d.scales = upload(w.scale);
+    d.scale_2 = w.scale_2;
+    d.cols = w.cols;
+    d.group = w.group();
+    d.nv = w.recipe == ExpertRecipe::nvfp4;
+    return d;
+  }
+  ~State() {
+    frags.reset();
+    for (void* p : owned) cudaFree(p);
+  }
+};
+
+FragMoe::FragMoe(const BlockWeights& b, int max_rows, int k) : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  if (b.experts.empty()) throw Error(cat("expert_fp4: layer ", b.layer_id, " has no routed experts"));
+  const ExpertWeights& first = b.experts.front();
+  s.hidden = first.w1.cols;
+  s.inter = first.w1.rows;
+  s.k = k;
+  s.max_rows = max_rows;
+  s.n_experts = static_cast<int>(b.experts.size());
+  s.nv = first.w1.recipe == ExpertRecipe::nvfp4;
+  s.tiles_max = max_tiles(int64_t{max_rows} * k, s.n_experts);
+  DSV4_CUDA_CHECK(cudaGetDevice(&s.device));
+  std::vector<ExpertW> host;
+  for (const ExpertWeights& e : b.experts) {
+    if (e.w1.recipe != first.w1.recipe || e.w1.rows != s.inter || e.w3.rows != s.inter || e.w2.rows != s.hidden ||
+        e.w1.cols != s.hidden || e.w3.cols != s.hidden || e.w2.cols != s.inter)
+      throw Error(cat("expert_fp4: expert ", e.w1.weight.name, " differs from the layer's first in recipe or shape"));
+    host.push_back({s.fp4(e.w1), s.fp4(e.w3), s.fp4(e.w2)});
+  }
+  s.table = s.alloc<ExpertW>(static_cast<int64_t>(host.size()));
+  DSV4_CUDA_CHECK(cudaMemcpy(s.table, host.data(), sizeof(ExpertW) * host.size(), cudaMemcpyHostToDevice));
+  s.frags = std::make_unique<FragExperts>(host, s.hidden, s.inter, nullptr);
+  const int64_t slots = int64_t{max_rows} * k;
+  s.xq = s.alloc<__half>(max_rows * s.hidden);
+  s.xs = s.alloc<float>(max_rows * s.hidden / kChunk);
+  s.h = s.alloc<float>(slots * s.inter);
+  s.hq = s.alloc<__half>(slots * s.inter);
+  s.hs = s.alloc<float>(slots * s.inter / kChunk);
+  s.y = s.alloc<float>(slots * s.hidden);
+  s.tiles = {s.alloc<ExpertW>(s.tiles_max), s.alloc<int32_t>(1), s.alloc<int32_t>(s.tiles_max * kMmaCols)};
+}
+
+FragMoe::~FragMoe() = default;
+
+void FragMoe::run(const float* x, int rows, const int32_t* sel, const float* wt, float limit, const float* sh,
+                  float* out) {
+  const State& s = *s_;
+  if (rows <= 0 || rows > s.max_rows)
+    throw Error(cat("expert_fp4: ", rows, " rows; this path holds scratch for 1 to ", s.max_rows));
+  const int k = static_cast<int>(s.k), slots = rows * k;
+  const int64_t tiles_max = max_tiles(slots, s.n_experts);
+  cudaStream_t stream = nullptr;
+  DSV4_CUDA_CHECK(cudaDeviceSynchronize());  // the caller's uploads, on any stream
+  group_slots(sel, slots, s.table, s.n_experts, s.tiles, stream);
+  act_fp16_rows(x, rows, s.hidden, s.xq, s.xs, stream);
+  const FragArgs up{MmaArgs{s.tiles, nullptr, k, s.inter, s.hidden, s.h, wt, limit}, sel, s.frags->table(), s.xq, s.xs};
+  launch_expert_fp4(2, s.nv, kRing, up, tiles_max, s.device, stream);
+  act_fp16_rows(s.h, slots, s.inter, s.hq, s.hs, stream);  // re-quantized after the weight (§4.23)
+  const FragArgs down{MmaArgs{s.tiles, nullptr, 1, s.hidden, s.inter, s.y, nullptr, 0.0f}, sel, s.frags->table(),
+                      s.hq, s.hs};
+  launch_expert_fp4(1, s.nv, kRing, down, tiles_max, s.device, stream);
+  combine_experts(s.y, sh, sel, rows, k, static_cast<int>(s.hidden), s.n_experts, out, stream);
+  DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,171 @@
+// The fragment-layout FP4 expert path of the decode MoE (MODEL.md §4.23, native arm: e4m3
+// activations; CHECKPOINT.md §3.5-§3.7), PREPARED beside the shipped kernel (moe.cu
+// expert_mma_kernel): reached from the dev bench (bench/dev/moe_fp4_variants.cu) and the
+// twin test only, the engine does not call it yet.
+//
+// The host entry of the whole routed path (tests): expert_fp4.h. Each projection W [M, K] is re-laid out once, on the device, into the order of the
+// mma.m16n8k16 A fragments (relayout_fp4, same byte size), so one 16-byte load of a lane
+// is that lane's A registers for 4 k16 steps of 16 rows, and its block scales sit beside
+// them grouped per 16 rows and 128-element K chunk (one 16- or 8-byte load a lane a chunk).
+// The e2m1 codes become exact fp16 by placing their bits (e2m1x8_frag_to_f16x2, 13
+// integer instructions per 8 codes, no multiply); the mma is f16 x f16 -> f32 with the
+// activation's e4m3 values (exact in fp16) as B, and the §4.9 activation block scale (a
+// power of two) and the MXFP4 block scale (a power of two) are applied in f32 after the
+// mma; the NVFP4 block scale (e4m3) multiplies the fp16 A values exactly (see
+// nvfp4_scaled). Every product is the CPU reference's exact product: only the f32 order of
+// the sum differs (docs/numerics.md "MoE experts").
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "kernels/cuda/moe_experts.cuh"
+
+namespace dsv4::cuda {
+
+// ---- the fragment layout ----
+//
+// Codes: unit (b, u) = rows 16b .. 16b + 15, K 64u .. 64u + 63, 512 bytes at byte
+// 512 (b K/64 + u); lane L = 4g + t holds bytes 16L .. 16L + 15: word q is k16 step q of
+// the unit, whose 32 bits are the lane's A registers a_j (PTX ISA m16n8k16 .f16 A layout):
+// a_0 row g, k-slots {2t, 2t+1}; a_1 row g + 8, {2t, 2t+1}; a_2 row g, {2t+8, 2t+9};
+// a_3 row g + 8, {2t+8, 2t+9}; k-slot s of step q is k = 64u + 16q + s. Register j's even
+// slot code n (its low fp16 half) is stored as: magnitude n & 7 at bits 9 - 3j .. 11 - 3j,
+// sign n >> 3 at bit 12 + j; its odd slot code (high half) 16 bits higher. So each half
+// word is [mag a_3 | mag a_2 | mag a_1 | mag a_0 | signs a_0..a_3] from bit 0, and
+// register j is (w << 3j) & magnitudes | (w << (3 - j)) & signs (e2m1x8_frag_to_f16x2).
+// Scales, per (m-block b, 128-chunk c = K 128c ..), lane group g (rows g, g + 8):
+// NVFP4: 16 bytes at 16 ((b K/128 + c) 8 + g): byte 2s + h = e4m3 code of row 16b + g + 8h,
+// group 8c + s (s = 4u + q: the chunk's k16 step); MXFP4: 8 bytes at 8 ((b K/128 + c) 8 +
+// g): byte 2r + h = the e8m0 code of row 16b + g + 8h, group 4c + r, plus 14 (the fp16
+// placement's 2^-14 undone in the f32 scale: mxfp4_scale). Same byte counts as the
+// checkpoint's tensors.
+struct Fp4Frag {
+  const uint4* codes = nullptr;     // [M/16][K/64][32 lanes] 16 bytes
+  const uint8_t* scales = nullptr;  // as above
+  float scale_2 = 1.0f;             // §3.7 weight_scale_2 (1 for MXFP4), applied to the sum
+  bool nv = false;
+};
+struct ExpertFrag {
+  Fp4Frag w1, w3, w2;
+};
+
+constexpr int kFragUnitK = 64;   // K of one unit: 4 k16 steps
+constexpr int kMxScaleBias = 14;  // added to each MXFP4 code by the relayout
+// The largest e8m0 code the relayout takes: code + 14 must stay a finite f32 exponent.
+constexpr int kMxMaxCode = 254 - kMxScaleBias;
+
+// The relayout of one projection (its packed bytes and scales at src, rows x src.cols) into
+// codes / scales (device buffers of the same sizes); *bad (device int, zeroed by the
+// caller) becomes nonzero when an MXFP4 scale code exceeds kMxMaxCode. rows % 16 == 0,
+// cols % 128 == 0 (check_experts).
+void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, int* bad, cudaStream_t stream);
+
+// The relaid experts of one layer (device buffers owned; a projection stored once however
+// many experts share its bytes): the load-time step of the fragment path. experts: the
+// checkpoint-layout projections (device pointers), w1 / w3 [inter, hidden], w2 [hidden,
+// inter]; an MXFP4 scale code above kMxMaxCode is refused, naming the expert.
+class FragExperts {
+ public:
+  FragExperts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter, cudaStream_t stream);
+  FragExperts(const FragExperts&) = delete;
+  FragExperts& operator=(const FragExperts&) = delete;
+  const ExpertFrag* table() const { return table_; }
+
+ private:
+  Fp4Frag relaid(const Fp4W& w, int64_t rows, int* bad, cudaStream_t stream);
+  struct Owned {  // freed however the constructor ends
+    std::vector<void*> p;
+    ~Owned();
+  };
+  Owned owned_;
+  std::map<const uint8_t*, Fp4Frag> done_;  // by the checkpoint's packed bytes
+  ExpertFrag* table_ = nullptr;
+};
+
+// ---- the decode of one word and the mma ----
+
+// The 8 codes of word w (fragment layout) as the f16x2 registers a_0 .. a_3: the fp16 with
+// sign s at bit 15, e1 e0 at bits 11-10 and m at bit 9 is the e2m1 value times 2^-14
+// exactly (e >= 1: 2^(e-15) (1 + m/2) = 2^-14 2^(e-1) (1 + m/2); e = 0: the subnormal m/2
+// 2^-14), -0 for code 8. Five shifts (3 shared by a_0's sign and a_1's magnitude) and
+// two lop3 a register: 13 integer instructions for 8 codes.
+__device__ inline void e2m1x8_frag_to_f16x2(uint32_t w, uint32_t (&r)[4]) {
+  constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
+  const uint32_t w3 = w << 3;
+  r[0] = (w & kMag) | (w3 & kSign);
+  r[1] = (w3 & kMag) | ((w << 2) & kSign);
+  r[2] = ((w << 6) & kMag) | ((w << 1) & kSign);
+  r[3] = ((w << 9) & kMag) | (w & kSign);
+}
+
+__device__ inline uint32_t h2_bits(__half2 v) { return *reinterpret_cast<const uint32_t*>(&v); }
+__device__ inline __half2 h2_of(uint32_t v) { return *reinterpret_cast<const __half2*>(&v); }
+
+// a_j times the NVFP4 block scales of rows g (a_0, a_2) and g + 8 (a_1, a_3), the codes'
+// pair `codes` (low byte row g): e2m1 x e4m3 x 2^-14 is a multiple of 2^-24 (e2m1 of 2^-1,
+// e4m3 of 2^-9) below 6 x 448 x 2^-14 with <= 6 significant bits, so the fp16 product is
+// exact (fp16 keeps subnormals).
+__device__ inline void nvfp4_scaled(uint16_t codes, uint32_t (&r)[4]) {
+  const __half2 s = __half2(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes), __NV_E4M3));
+  const __half2 sg = __low2half2(s), sg8 = __high2half2(s);
+  r[0] = h2_bits(__hmul2(h2_of(r[0]), sg));
+  r[1] = h2_bits(__hmul2(h2_of(r[1]), sg8));
+  r[2] = h2_bits(__hmul2(h2_of(r[2]), sg));
+  r[3] = h2_bits(__hmul2(h2_of(r[3]), sg8));
+}
+
+// The f32 value 2^(c - 127) 2^14 of the relaid MXFP4 code c + 14 at bits p .. p + 7 of word w.
+template <int P>
+__device__ inline float mxfp4_scale(uint32_t w) {
+  const uint32_t at23 = P <= 23 ? w << (23 - P) : w >> (P - 23);
+  return __uint_as_float(at23 & 0x7F800000u);
+}
+
+// d (+)= A B for one m16n8k16 step, f16 inputs, f32 accumulate (PTX ISA "mma.m16n8k16";
+// fragments as mma_m16n8k16_bf16). kZero: D = A B (C = 0).
+template <bool kZero = false>
+__device__ inline void mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (kZero) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};\n"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// ---- activations ----
+
+// §4.9 per 128-block of x [rows, K]: the e4m3 values q as fp16 in the B-fragment order and
+// the block's power-of-two scale s (x ~ q s): row r, chunk c, lane t's 64 bytes at half
+// r K + 128c + 32t: step st (0-7) at + 4st: k-slots {2t, 2t+1, 2t+8, 2t+9} of K 128c + 16st.
+void act_fp16_rows(const float* x, int64_t rows, int64_t K, __half* q, float* s, cudaStream_t stream);
+
+// ---- the expert kernel ----
+
+struct FragArgs {
+  MmaArgs mma;                 // tiles, act_div, m, k, out, wt, limit (mma.act unused)
+  const int32_t* sel;          // the slots' expert ids (the tiles' experts: sel[slot[8i]])
+  const ExpertFrag* experts;   // [n_experts], relaid
+  const __half* act;           // act_fp16_rows of the activation rows
+  const float* act_scale;      // [rows, K / 128]
+};
+
+// The up (nw 2: w1, w3, SwiGLU; items of 16 rows) or down (nw 1: w2; items of 32 rows)
+// projection of the tiles, every expert of recipe nv; tiles_max bounds the call's tiles.
+// ring: cp.async slots a warp (2-4).
+void launch_expert_fp4(int nw, bool nv, int ring, const FragArgs& a, int64_t tiles_max, int device,
+                       cudaStream_t stream);
+
+}  // namespace dsv4::cuda
