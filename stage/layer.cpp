@@ -144,8 +144,32 @@ void Layer::upload_index(LayerContext& ctx, const MergedIndex& m, int rows) {
                      static_cast<size_t>(rows) * m.width);
 }
 
+// The rows hold the call's until another call of the class: besides the upload only
+// indexer_topk writes them, and it rewrites every tail column of every row (kernels/ops.def),
+// so each layer of the class finds the window part uploaded and writes its own top-k.
+const CallIndex& Layer::call_index(LayerContext& ctx, int64_t pos0, int rows) {
+  Workspace& ws = ctx.ws;
+  const auto ci = std::find_if(ws.call_index.begin(), ws.call_index.end(),
+                               [this](const CallIndex& c) { return c.ratio == w_.ratio; });
+  DSV4_CHECK(ci != ws.call_index.end(), "layer ", w_.layer_id, ": no index rows for ratio ",
+             w_.ratio);
+  const int64_t trans_base = cache_.trans_base();
+  if (ci->pos0 == pos0 && ci->rows == rows && ci->trans_base == trans_base) return *ci;
+  const int W = cache_.window, topk = ctx.cfg.index_topk;
+  ci->pos0 = -1;  // until the upload below is issued
+  ci->m = pos0 == 0 ? prefill_index(w_.ratio, rows, W, topk, ws.idx_host)
+                    : step_index(w_.ratio, pos0, rows, W, topk, trans_base, ws.idx_host);
+  DSV4_CHECK(static_cast<size_t>(rows) * ci->m.width <= ci->idx.size(), "index rows ", rows,
+             " x ", ci->m.width, " exceed the workspace");
+  ctx.ops.upload_i32(ci->idx.data(), ws.idx_host.data(), static_cast<size_t>(rows) * ci->m.width);
+  ci->pos0 = pos0;
+  ci->rows = rows;
+  ci->trans_base = trans_base;
+  return *ci;
+}
+
 // §4.18 steps 4-7 / §6.5: top-k of the visible indexer keys into the compressed columns.
-void Layer::indexer_select(LayerContext& ctx, const MergedIndex& m, int rows,
+void Layer::indexer_select(LayerContext& ctx, const MergedIndex& m, int32_t* idx, int rows,
                            const float* keys, int index_base) {
   if (m.tail_width == 0) return;
   const ModelConfig& c = ctx.cfg;
@@ -156,17 +180,17 @@ void Layer::indexer_select(LayerContext& ctx, const MergedIndex& m, int rows,
   if (ctx.device_step)  // n_visible from Ops::decode_index; at most the whole store
     ctx.ops.indexer_topk_dev(ws.qi.data(), ws.wi.data(), rows, c.index_n_heads, c.index_head_dim,
                              wscale, keys, ws.n_visible.data(), cache_.cap_blocks, m.tail_width,
-                             index_base, ws.idx.data(), m.width, m.window_width);
+                             index_base, idx, m.width, m.window_width);
   else
     ctx.ops.indexer_topk(ws.qi.data(), ws.wi.data(), rows, c.index_n_heads, c.index_head_dim,
                          wscale, keys, m.n_visible.data(), m.tail_width, index_base,
-                         ws.idx.data(), m.width, m.window_width);
+                         idx, m.width, m.window_width);
 }
 
 // §4.20-§4.21 and §5 line 5: sink attention over kv_source, inverse rope, grouped wo_a,
 // wo_b, then hc_post into ws.h_mid.
 void Layer::attention_back(LayerContext& ctx, const float* kv_source, const MergedIndex& m,
-                           const float* h, int rows) {
+                           const int32_t* idx, const float* h, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
@@ -174,10 +198,10 @@ void Layer::attention_back(LayerContext& ctx, const float* kv_source, const Merg
   const float scale = static_cast<float>(std::pow(static_cast<double>(c.head_dim), -0.5));
   if (ctx.gemm)
     ops.sink_attention_gemm(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
-                            ws.idx.data(), m.width, w_.attn_sink, scale, ws.o.data());
+                            idx, m.width, w_.attn_sink, scale, ws.o.data());
   else
     ops.sink_attention(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
-                       ws.idx.data(), m.width, w_.attn_sink, scale, ws.o.data());
+                       idx, m.width, w_.attn_sink, scale, ws.o.data());
   rope_rows(ctx, ws.o.data(), rows, c.num_attention_heads, c.head_dim, true);
   if (ctx.gemm) ops.grouped_wo_a_gemm(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
   else ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());

@@ -94,10 +94,15 @@ class Layer {
   void kv_path(LayerContext& ctx, int rows, float* kv);
   void indexer_query(LayerContext& ctx, int rows);
   void upload_index(LayerContext& ctx, const MergedIndex& m, int rows);
-  void indexer_select(LayerContext& ctx, const MergedIndex& m, int rows, const float* keys,
-                      int index_base);
+  // The merged index rows of a prefill (pos0 0) or chunk call of `rows` rows in backend
+  // memory (ws.call_index of this layer's ratio): built and uploaded by the call's first
+  // layer of the class, the same rows for the rest (issue 13).
+  const CallIndex& call_index(LayerContext& ctx, int64_t pos0, int rows);
+  // The top-k and the attention read and write the index rows idx [rows, m.width].
+  void indexer_select(LayerContext& ctx, const MergedIndex& m, int32_t* idx, int rows,
+                      const float* keys, int index_base);
   void attention_back(LayerContext& ctx, const float* kv_source, const MergedIndex& m,
-                      const float* h, int rows);
+                      const int32_t* idx, const float* h, int rows);
   // ids: host [rows], or the StepState token (backend) when ctx.device_step.
   void ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h);
   void write_taps(LayerContext& ctx, const float* h, int rows, float* taps);

@@ -19,7 +19,7 @@ void Layer::draft(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows,
   kv_path(ctx, rows, cache_.trans_row(0));        // step 3: transient rows only
   const MergedIndex m = draft_index(n_ring, rows, cache_.trans_base(), ws.idx_host);
   upload_index(ctx, m, rows);                     // step 4
-  attention_back(ctx, cache_.kvc.data(), m, h, rows);  // step 5
+  attention_back(ctx, cache_.kvc.data(), m, ws.idx.data(), h, rows);  // step 5
   ffn(ctx, ids, rows, h);                         // step 6
 }
 

@@ -37,9 +37,8 @@ void Layer::extend(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows
 
   attention_front(ctx, h, rows);
   kv_path(ctx, rows, cache_.trans_row(0));
-  const MergedIndex m = step_index(w_.ratio, pos0, rows, W, c.index_topk, cache_.trans_base(),
-                                   ws.idx_host);
-  upload_index(ctx, m, rows);
+  const CallIndex& ci = call_index(ctx, pos0, rows);
+  const MergedIndex& m = ci.m;
 
   if (cache_.index) {  // §6.2 step 5 for each row: indexer q, compressor steps, top-k
     CompressorState& ic = *cache_.index;
@@ -48,7 +47,7 @@ void Layer::extend(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows
     ic.absorb_chunk(ops, ws.iraw_kv.data(), ws.iraw_score.data(), pos0, rows, *rope_,
                     c.rms_norm_eps, ctx.num);
     DSV4_CHECK(ic.blocks() == (pos0 + rows) / w_.ratio, "indexer blocks ", ic.blocks());
-    indexer_select(ctx, m, rows, cache_.ikvc.data(), W);
+    indexer_select(ctx, m, ci.idx.data(), rows, cache_.ikvc.data(), W);
   }
   if (cache_.attn) {  // step 6: before the attention, so a block completed here is seen
     CompressorState& ac = *cache_.attn;
@@ -58,7 +57,7 @@ void Layer::extend(LayerContext& ctx, const int32_t* ids, int64_t pos0, int rows
     DSV4_CHECK(ac.blocks() == (pos0 + rows) / w_.ratio, "attention blocks ", ac.blocks());
   }
 
-  attention_back(ctx, cache_.kvc.data(), m, h, rows);
+  attention_back(ctx, cache_.kvc.data(), m, ci.idx.data(), h, rows);
   // The ring after the chunk: its last min(W, rows) positions, as decode would leave it.
   const int kept = std::min(W, rows);
   cache_.write_ring(ops, pos0 + rows - kept, cache_.trans_row(rows - kept), kept);

@@ -18,8 +18,8 @@ void Layer::prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, floa
   attention_front(ctx, h, s);
   float* src = ws.kv_src.data();  // [s + nb, D]: window latents, then compressed blocks
   kv_path(ctx, s, src);
-  const MergedIndex m = prefill_index(w_.ratio, s, W, c.index_topk, ws.idx_host);
-  upload_index(ctx, m, s);
+  const CallIndex& ci = call_index(ctx, 0, s);
+  const MergedIndex& m = ci.m;
 
   if (cache_.index) {  // §4.18: indexer keys go straight to the indexer store
     CompressorState& ic = *cache_.index;
@@ -29,7 +29,7 @@ void Layer::prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, floa
     if (nb > 0)
       ops.compress_blocks(ic.weights(), ws.iraw_kv.data(), ws.iraw_score.data(), nb, nullptr,
                           nullptr, 0, *rope_, c.rms_norm_eps, ctx.num, cache_.ikvc.data());
-    indexer_select(ctx, m, s, cache_.ikvc.data(), s);
+    indexer_select(ctx, m, ci.idx.data(), s, cache_.ikvc.data(), s);
     ic.seed_from_prefill(ops, ws.iraw_kv.data(), ws.iraw_score.data(), s);
   }
   if (cache_.attn) {  // §4.16: blocks to the store, then appended to the KV source
@@ -48,7 +48,7 @@ void Layer::prefill(LayerContext& ctx, const int32_t* ids, int s, float* h, floa
   const int first = std::max(0, s - W);
   cache_.write_ring(ops, first, src + static_cast<int64_t>(first) * D, s - first);
 
-  attention_back(ctx, src, m, h, s);
+  attention_back(ctx, src, m, ci.idx.data(), h, s);
   ffn(ctx, ids, s, h);
   write_last_taps(ctx, h, s, taps);
 }

@@ -66,9 +66,10 @@ void Layer::step_rows(LayerContext& ctx, int rows, bool round, float* h, float* 
   query(ctx, rows);
   if (cache_.index) indexer_query(ctx, rows);  // step 5's q (from ws.qr)
   ops.join_lines();
-  if (cache_.index) indexer_select(ctx, m, rows, cache_.ikvc.data(), cache_.window);  // step 5's top-k
+  if (cache_.index)  // step 5's top-k
+    indexer_select(ctx, m, ws.idx.data(), rows, cache_.ikvc.data(), cache_.window);
 
-  attention_back(ctx, cache_.kvc.data(), m, h, rows);
+  attention_back(ctx, cache_.kvc.data(), m, ws.idx.data(), h, rows);
   ffn(ctx, ws.step_token(), rows, h);
   write_taps(ctx, h, rows, taps);
 }

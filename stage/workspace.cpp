@@ -1,5 +1,7 @@
 #include "stage/workspace.h"
 
+#include <algorithm>
+
 #include "base/error.h"
 
 namespace dsv4 {
@@ -35,6 +37,14 @@ Workspace::Workspace(Ops& ops, const ModelConfig& c, const WorkspaceSizes& sz) :
   sel = ops.alloc_i32(r * c.num_experts_per_tok);
   step = ops.alloc_i32(2 * static_cast<size_t>(sz.step_rows));
   n_visible = ops.alloc_i32(sz.step_rows);
+  for (const int ratio : c.compress_ratios)
+    if (std::none_of(call_index.begin(), call_index.end(),
+                     [ratio](const CallIndex& ci) { return ci.ratio == ratio; })) {
+      call_index.emplace_back();
+      call_index.back().ratio = ratio;
+      const size_t width = ratio == 0 ? c.sliding_window : sz.index_width;  // ratio 0: the window alone
+      call_index.back().idx = ops.alloc_i32(r * width);
+    }
   idx_host.reserve(r * sz.index_width);
   positions.resize(r);
   step_host.resize(step.size());
@@ -55,6 +65,7 @@ uint64_t Workspace::bytes() const {
   for (const FBuf* b : {&y, &x, &post, &comb, &h_mid, &qr, &q, &o, &og, &a, &kv_src, &raw_kv,
                         &raw_score, &iraw_kv, &iraw_score, &qi, &wi, &wt, &moe_out})
     n += b->size() * sizeof(float);
+  for (const CallIndex& ci : call_index) n += ci.idx.size() * sizeof(int32_t);
   return n + (idx.size() + sel.size() + step.size() + n_visible.size()) * sizeof(int32_t);
 }
 

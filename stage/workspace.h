@@ -7,6 +7,7 @@
 
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "stage/attention_index.h"
 
 namespace dsv4 {
 
@@ -17,6 +18,19 @@ struct WorkspaceSizes {
   int index_width = 0;   // widest merged index row (window + compressed tail)
   int cmp_latent = 0;    // widest attention-compressor latent Lc (0: none)
   int idx_latent = 0;    // indexer-compressor latent (0: no indexer)
+};
+
+// Issue 13: the merged index rows of a prefill or chunk call depend on the call (its first
+// position and rows) and the layer's ratio class alone (attention_index.h), so the call's
+// layers of one class share one upload (Layer::call_index): one buffer per ratio, holding
+// the rows of the call it names.
+struct CallIndex {
+  int ratio = 0;
+  IBuf idx;                // [R, index_width] (ratio 0: [R, W])
+  int64_t pos0 = -1;       // the call whose rows idx holds (-1: none yet)
+  int rows = 0;
+  int64_t trans_base = 0;  // chunk calls: the layers' transient rows (step_index)
+  MergedIndex m;
 };
 
 struct Workspace {
@@ -41,6 +55,7 @@ struct Workspace {
   // every position (kernels/ops.h "device step").
   IBuf step;
   IBuf n_visible;         // [S] the step rows' visible indexer blocks (Ops::decode_index)
+  std::vector<CallIndex> call_index;  // one per compress ratio of the model (prefill, chunks)
   std::vector<int32_t> idx_host;   // host staging of idx
   std::vector<int32_t> positions;  // host [R]
   std::vector<int32_t> step_host;  // host staging of step [2S]

@@ -30,7 +30,8 @@ constexpr int kGroup = 8;                 // activation elements per 16-byte bf1
 constexpr int kGroups = kChunk / kGroup;  // groups per column and K chunk (t, q)
 
 // The chunk's tiles: tile i applies expert[i] to slot[i * 64 ..] (ascending, -1 padded),
-// experts ascending; an expert with n slots fills ceil(n / 64) tiles.
+// experts ascending; an expert with n slots fills ceil(n / 64) tiles. Built on the host
+// here (the dev bench); moe_gemm builds the same list on the device (moe_prefill.cu).
 struct TileList {
   std::vector<int32_t> ints;  // expert [tiles], then slot [tiles * 64]
   int64_t tiles = 0;
@@ -87,7 +88,14 @@ struct GemmArgs {
   float* out;                    // [slots, m]: h (up) or the expert's output (down)
   const float* wt;               // up: routing weight [slots]
   float limit;                   // up: SwiGLU clamp, <= 0 off (D16)
+  // [1] the tiles of a list built on the device (moe_prefill.cu): the walk takes
+  // min(items, count * m items); null: `items` counts the list's items (host lists).
+  const int32_t* tile_count = nullptr;
 };
+
+__device__ inline int64_t walk_items(const GemmArgs& a, int64_t items, int64_t m_items) {
+  return a.tile_count ? min(items, int64_t{*a.tile_count} * m_items) : items;
+}
 
 // cp.async (PTX ISA "cp.async") of Bytes (16 by .cg, L2 only; 4 by .ca: .cg takes 16
 // only) global -> shared, zero-filled when !valid. kLine asks L2 for the whole 128-byte
@@ -275,6 +283,7 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_ring_kernel(GemmArgs
   const int64_t m_items = (a.m + kItemRows<Up> - 1) / kItemRows<Up>;
   const int chunks = static_cast<int>(a.k / kChunk);
   const int row0 = set_row(warp);  // the warp's first stage row
+  items = walk_items(a, items, m_items);  // a block past it walks nothing
 
   // The copy side runs S - 1 steps ahead of the compute side.
   Step fill{blockIdx.x, 0};
@@ -305,7 +314,7 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_ring_kernel(GemmArgs
   float* v_lane = reinterpret_cast<float*>(ring + S * kPStage<P>) + lane;
   auto v_at = [&](int wp, int n, int i) -> float& { return v_lane[((wp * kNt + n) * 4 + i) * cuda::kWarp]; };
 
-  Step at{blockIdx.x, 0};  // < items: the grid has at most `items` blocks
+  Step at{blockIdx.x, 0};
 #pragma unroll 1
   for (int64_t s = 0; at.it < items; ++s) {
     if (at.c == 0) {  // the item's first chunk: its warp-side part (uniform over the block)
@@ -405,7 +414,8 @@ __global__ void __launch_bounds__(kPThreads, 1) expert_gemm_ring_kernel(GemmArgs
 // ---- launch ----
 
 // One projection family over every tile: the planes of `in` must be written (planes
-// kernel) before. Grid: the resident blocks, walking the items with no wave tail.
+// kernel) before. Grid: the resident blocks, walking the items with no wave tail (`items`
+// a bound where args.tile_count names the list's count on the device).
 template <bool Up, int P>
 void launch_expert_gemm(const GemmArgs& args, int64_t items, int sm_count, cudaStream_t stream) {
   if (items == 0) return;

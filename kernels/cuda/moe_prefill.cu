@@ -1,7 +1,8 @@
 // The prefill MoE (issue 13; MODEL.md §4.23-§4.24) on the decode MoE's FP4 tensor-core
 // arithmetic (expert_mma.cuh), sized for many rows. The chunk's slots (row, j) are grouped
-// by expert on the host into tiles of up to 64 slots of one expert; an item is 256 weight
-// rows of one tile (up: 128 rows of w1 and of w3), so each used expert's weights are read
+// by expert on the device (group_tiles_kernel: no host round trip per layer) into tiles of
+// up to 64 slots of one expert; an item is 256 weight rows of one tile (up: 128 rows of w1
+// and of w3), so each used expert's weights are read
 // about once per chunk (decoded in registers, never materialized), and the tile's
 // activations, staged once per K chunk in shared memory as exact bf16 planes, feed a
 // block's 8 warps (each A fragment feeds up to 8 mma, one per 8 slots). The shared expert
@@ -15,12 +16,12 @@
 // into partial c % 8 (chunks ascending, the mma chained), the 8 partials added in order,
 // then NVFP4's scale_2. Only the shared expert's GEMM order differs from decode (law 2).
 // The expert kernel is expert_gemm.cuh's.
+#include <cub/block/block_scan.cuh>
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "base/cuda_check.h"
 #include "base/error.h"
@@ -28,6 +29,70 @@
 #include "kernels/cuda/expert_gemm.cuh"
 
 namespace dsv4 {
+namespace {
+
+using cuda::prefill_moe::kTileSlots;
+
+constexpr int kGroupThreads = 256;
+constexpr int kGroupPer = 4;  // consecutive slots per thread and pass of group_tiles_kernel
+using GroupScan = cub::BlockScan<int, kGroupThreads>;
+
+// The most tiles `slots` slots of n_experts experts can need: sum_e ceil(c_e / 64) <=
+// floor((slots + 63 * distinct) / 64), and never more than one per slot.
+int64_t max_tiles(int64_t slots, int64_t n_experts) {
+  return std::min(slots, (slots + (kTileSlots - 1) * std::min(slots, n_experts)) / kTileSlots);
+}
+
+// Block e: counts[e] = the slots that select expert e.
+__global__ void __launch_bounds__(kGroupThreads) count_slots_kernel(const int32_t* sel, int64_t slots,
+                                                                    int32_t* counts) {
+  __shared__ typename GroupScan::TempStorage scan;
+  const int e = static_cast<int>(blockIdx.x);
+  int c = 0;
+  for (int64_t s = threadIdx.x; s < slots; s += kGroupThreads) c += sel[s] == e;
+  int before = 0, total = 0;
+  GroupScan(scan).ExclusiveSum(c, before, total);
+  if (threadIdx.x == 0) counts[e] = total;
+}
+
+// Block e writes expert e's tiles where the host's order puts them (experts ascending,
+// an expert's slots ascending, -1 past its last; expert_gemm.cuh TileList): its first
+// tile follows the tiles of experts 0 .. e-1; a block scan per pass of kGroupThreads *
+// kGroupPer consecutive slots places each hit after the hits before it. Block n_experts - 1
+// writes the tile count. Ids outside [0, n_experts) join no tile (combine_experts adds NaN
+// for them, as moe does). At most max_tiles tiles, the bound the list is sized by.
+__global__ void __launch_bounds__(kGroupThreads) group_tiles_kernel(const int32_t* sel, int64_t slots,
+                                                                    const int32_t* counts, int32_t* tile_expert,
+                                                                    int32_t* tile_slot, int32_t* tile_count) {
+  __shared__ typename GroupScan::TempStorage scan;
+  const int e = static_cast<int>(blockIdx.x);
+  int tiles_before = 0;
+  for (int f = threadIdx.x; f < e; f += kGroupThreads) tiles_before += (counts[f] + kTileSlots - 1) / kTileSlots;
+  int unused = 0, first = 0;
+  GroupScan(scan).ExclusiveSum(tiles_before, unused, first);
+  const int n = counts[e], tiles = (n + kTileSlots - 1) / kTileSlots;
+  if (e == static_cast<int>(gridDim.x) - 1 && threadIdx.x == 0) *tile_count = first + tiles;
+  if (n == 0) return;  // uniform
+  int32_t* out = tile_slot + int64_t{first} * kTileSlots;
+  int placed = 0;
+  for (int64_t s0 = 0; s0 < slots; s0 += kGroupThreads * kGroupPer) {  // uniform trip count
+    const int64_t s = s0 + int64_t{threadIdx.x} * kGroupPer;
+    int hit[kGroupPer], at[kGroupPer];
+#pragma unroll
+    for (int i = 0; i < kGroupPer; ++i) hit[i] = s + i < slots && sel[s + i] == e;
+    int total = 0;
+    __syncthreads();  // the last scan's storage is read
+    GroupScan(scan).ExclusiveSum(hit, at, total);
+#pragma unroll
+    for (int i = 0; i < kGroupPer; ++i)
+      if (hit[i]) out[placed + at[i]] = static_cast<int32_t>(s + i);
+    placed += total;
+  }
+  for (int j = n + threadIdx.x; j < tiles * kTileSlots; j += kGroupThreads) out[j] = -1;
+  for (int t = threadIdx.x; t < tiles; t += kGroupThreads) tile_expert[first + t] = e;
+}
+
+}  // namespace
 
 void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                        int k, float swiglu_limit, const Numerics& num, float* out) {
@@ -43,10 +108,10 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
              " needs x 16-byte aligned (the activation planes read it in 128-bit loads)");
   activate();
   const int64_t S = static_cast<int64_t>(rows) * k, H = hidden, I = inter, Is = shared_inter;
-  std::vector<int32_t> sel_host(static_cast<size_t>(S));
-  download_i32(sel_host.data(), sel, sel_host.size());
-  const TileList tl = tile_list(sel_host, n_experts, b.layer_id);
-  const int32_t* tiles = stage_i32(Slot::host_args, tl.ints.data(), tl.ints.size());
+  // The tile list [T] experts, [T * 64] slots, the count, then [n_experts] counts; T the
+  // bound (max_tiles): the expert kernel's grids are sized from it and its blocks walk
+  // the items of the count the device wrote.
+  const int64_t T = max_tiles(S, n_experts);
 
   // Activation planes: e4m3 values (native) and bf16-rounded ones are bf16-exact (one
   // plane); f32 activations take three, so every product stays exact (moe.cu).
@@ -54,7 +119,7 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   // Scratch (floats, each part 32-byte aligned): xq [rows, H] (native), h and y [S, I] /
   // [S, H], the planes of x and of h, the shared expert's gate / up / h [rows, Is] and out.
   const int64_t sizes[] = {native ? rows * H : 0, S * I, S * H, P * rows * H / 2, P * S * I / 2,
-                           rows * Is, rows * Is, rows * Is, rows * H};
+                           rows * Is, rows * Is, rows * Is, rows * H, T * (1 + kTileSlots) + 1 + n_experts};
   int64_t total = 0;
   for (int64_t n : sizes) total += padded8(n);
   float* base = scratch_f32(Slot::f32_b, static_cast<size_t>(total));
@@ -63,14 +128,21 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   auto* xb = reinterpret_cast<uint4*>(take(sizes[3]));
   auto* hb = reinterpret_cast<uint4*>(take(sizes[4]));
   float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
+  auto* tiles = reinterpret_cast<int32_t*>(take(sizes[9]));  // int32 parts in float-sized words
+  int32_t *tile_slot = tiles + T, *tile_count = tile_slot + T * kTileSlots, *counts = tile_count + 1;
+  count_slots_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream_>>>(sel, S, counts);
+  DSV4_CUDA_LAUNCH_CHECK();
+  group_tiles_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream_>>>(sel, S, counts, tiles,
+                                                                                      tile_slot, tile_count);
+  DSV4_CUDA_LAUNCH_CHECK();
 
   // One projection family over every tile: bf16 planes of `in` [n_in, K], then the kernel.
   auto project = [&](auto up, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,
                      float* o) {
     constexpr bool Up = decltype(up)::value;
     const int64_t groups = n_in * K / kGroup;
-    const GemmArgs args{experts, tiles, tiles + tl.tiles, planes, groups, act_div, m, K, o, wt, swiglu_limit};
-    const int64_t items = tl.tiles * ((m + kItemRows<Up> - 1) / kItemRows<Up>);
+    const GemmArgs args{experts, tiles, tile_slot, planes, groups, act_div, m, K, o, wt, swiglu_limit, tile_count};
+    const int64_t items = T * ((m + kItemRows<Up> - 1) / kItemRows<Up>);  // at most
     auto run = [&](auto plane_count) {
       constexpr int Pc = decltype(plane_count)::value;
       bf16_planes_kernel<Pc><<<cuda::blocks_for(groups, kThreads), kThreads, 0, stream_>>>(in, groups, planes);

@@ -2,6 +2,7 @@
 // per-row independence of the MoE (SPECDECODE.md §6.3).
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <optional>
 #include <string>
 #include <utility>
@@ -440,6 +441,54 @@ TEST_CASE("moe_gemm at Flash shapes, 1024 rows: full tiles of 64; vs moe bitwise
   }
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 104 : 105, 2);
+}
+
+// The tile list is built on the device and the expert kernel's grids are sized from its
+// bound (moe_prefill.cu max_tiles): 200 rows that all pick experts 0-5 fill 24 tiles of a
+// bound of 34, so at these widths (one item a tile) ten blocks of every launch find no item
+// past the device's count and exit. Moe's bits, the CPU's first rows.
+TEST_CASE("moe_gemm with a tile list far below its bound (6 experts for 200 rows): vs moe bitwise, vs cpu") {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < 200; ++t)
+    for (int j = 0; j < kK; ++j) sel.push_back((t + j) % kK);  // experts 0-5, rotated per row
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_gemm_vs_moe(kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 107 : 108, 8);
+}
+
+// A slot naming no expert (route's -1 for a NaN score, or an id past the experts) joins no
+// tile of the device-built list: its row is NaN, as moe gives it (combine_experts), and
+// every other row keeps moe's bits (the shared expert's output zeroed, check_gemm_vs_moe).
+TEST_CASE("moe_gemm: slots naming no expert (-1, n_experts) give their rows NaN, the rest moe's bits") {
+  constexpr int kLong = 40;
+  std::vector<int32_t> sel_host;
+  for (int t = 0; t < kLong; ++t)
+    for (int j = 0; j < kK; ++j) sel_host.push_back((t * 5 + j * 3) % kExperts);
+  sel_host[7 * kK + 2] = -1;
+  sel_host[31 * kK + 5] = kExperts;
+  Backends b;
+  Rng rng(109);
+  Block blk(rng, ExpertRecipe::nvfp4, false);
+  blk.zero_shared_down();
+  auto [x, sel, wt] = routed_inputs(b, rng, kHidden, sel_host);
+  for (const auto& [a, num] : arms_for(0.0f)) {
+    const std::string what = case_name("moe_gemm, ids naming no expert, ", ExpertRecipe::nvfp4, a, kSmall, kLong);
+    PairF out = zeros(b, static_cast<size_t>(kLong) * kHidden);
+    b.gpu->moe_gemm(blk.w, x[kGpu], kLong, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
+    const std::vector<float> got = get(b, out, kGpu);
+    const std::vector<float> want = gpu_moe(b, blk, x, sel, wt, kHidden, kLong, a, num);
+    for (int t = 0; t < kLong; ++t) {
+      const auto row = [t](const std::vector<float>& v) {
+        return std::vector<float>(v.begin() + t * kHidden, v.begin() + (t + 1) * kHidden);
+      };
+      if (t == 7 || t == 31) {
+        INFO(what << " row " << t);
+        const std::vector<float> r = row(got);
+        CHECK(std::all_of(r.begin(), r.end(), [](float v) { return std::isnan(v); }));
+      } else {
+        check_bitwise(what + " row " + std::to_string(t) + " vs moe", row(want), row(got));
+      }
+    }
+  }
 }
 
 // ---- the shipped decode expert kernel's variants (expert_kernel.h) ----

@@ -83,6 +83,27 @@ TEST_CASE("chunked prefill equals the unchunked prefill bit for bit: logits, cac
   }
 }
 
+// The layers of a ratio class share the index rows of a call (Layer::call_index: built by
+// the call's first layer of the class, the same key reused): a stage that ran another
+// prompt of the same length and chunks, then was reset, gives a fresh stage's bits — the
+// ratio-4 rows, whose top-k columns every layer rewrites, included.
+TEST_CASE("a second prompt on a reset stage (the index rows of the same calls kept) equals a fresh stage") {
+  Checkpoint ckpt(tiny_dir());
+  auto ops = make_cpu_ops();
+  const int64_t V = ckpt.config().vocab_size;
+  const std::vector<int32_t> first = random_tokens(37, V, 71), second = random_tokens(37, V, 72);
+  for (int64_t chunk : {0, 16}) {
+    CAPTURE(chunk);
+    InProcessRun fresh(ckpt, *ops, {{0, 7}}, kMaxSeq, false, nullptr, chunk);
+    const PrefillOutcome want = run_prompt(fresh, second, chunk, V);
+    InProcessRun reused(ckpt, *ops, {{0, 7}}, kMaxSeq, false, nullptr, chunk);
+    const PrefillOutcome other = run_prompt(reused, first, chunk, V);
+    CHECK_FALSE(same_bits(other.last_logits.data(), want.last_logits.data(), want.last_logits.size()));
+    reused.reset();
+    check_same(run_prompt(reused, second, chunk, V), want);
+  }
+}
+
 TEST_CASE("chunked prefill across stages [0,3) + [3,5) + [5,7) equals one stage unchunked") {
   Checkpoint ckpt(tiny_dir());
   auto ops = make_cpu_ops();
