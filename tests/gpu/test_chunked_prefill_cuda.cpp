@@ -1,14 +1,13 @@
 // Issue 13 on the CUDA backend: a chunked prefill of the tiny model (across two stages)
-// leaves the live caches (MODEL.md §6.7 item 2) of the unchunked one within relative L2
-// 1e-3 per cache class, the D15 per-layer bound (block counts and positions exactly), and
-// the same greedy token after the prompt. The bound, not bit identity: the prefill rows
-// and the chunk rows may take different kernels (issue 13 deliverable 1), and a 1-ulp
-// difference can move a fake-quantized value by a step (test_stage_twin.cpp).
+// leaves the live caches (MODEL.md §6.7 item 2) of the unchunked one bit for bit and the
+// same greedy token after the prompt, at every chunk size 1-24 (stricter than law 2's
+// D15 bound of 1e-3 relative L2 per cache class, which the CPU chunking tests assert; why
+// bits hold here: the comment of the test case).
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
+#include <string>
+#include <vector>
 
 #include "kernels/forwarding_ops.h"
 #include "tests/unit/stage/stage_harness.h"
@@ -16,59 +15,12 @@
 namespace dsv4 {
 namespace {
 
-constexpr double kCacheRelL2 = 1e-3;  // D15
 constexpr int64_t kMaxSeq = 96;
-
-double rel_l2_of_bytes(const CacheClass& a, const CacheClass& b) {
-  const size_t n = a.bytes.size() / sizeof(float);
-  std::vector<float> x(n), y(n);
-  std::memcpy(x.data(), a.bytes.data(), a.bytes.size());
-  std::memcpy(y.data(), b.bytes.data(), b.bytes.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < n; ++i) {
-    num += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
-    den += static_cast<double>(x[i]) * x[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
 
 int32_t argmax_of(const std::vector<float>& row) {
   return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
 }
 
-}  // namespace
-
-TEST_CASE("CUDA: chunked prefill leaves the unchunked caches within tolerance and its tokens") {
-  Checkpoint ckpt(test::tiny_dir());
-  const ModelConfig& c = ckpt.config();
-  auto gpu = make_cuda_ops(0);
-  const auto prompt = test::random_tokens(37, c.vocab_size, 1313);  // > W, 9 blocks > topk 8
-  test::InProcessRun whole(ckpt, *gpu, {{0, 7}}, kMaxSeq, false);
-  const std::vector<float> rows = whole.prefill(prompt);
-  const std::vector<float> want_last(rows.end() - c.vocab_size, rows.end());
-  const auto want = whole.cache_classes(false);
-  for (int64_t chunk : {1, 7, 20}) {
-    CAPTURE(chunk);
-    test::InProcessRun chunked(ckpt, *gpu, {{0, 3}, {3, 7}}, kMaxSeq, false, nullptr, chunk);
-    const std::vector<float> got_last = chunked.prefill_chunks(prompt, chunk);
-    CHECK(argmax_of(got_last) == argmax_of(want_last));
-    const auto got = chunked.cache_classes(false);
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < want.size(); ++i) {
-      CAPTURE(want[i].name);
-      REQUIRE(got[i].name == want[i].name);
-      REQUIRE(got[i].bytes.size() == want[i].bytes.size());
-      const bool counter = want[i].name == "pos" || want[i].name.ends_with(" blocks");
-      if (counter) CHECK(got[i].bytes == want[i].bytes);
-      else CHECK(rel_l2_of_bytes(want[i], got[i]) <= kCacheRelL2);
-    }
-  }
-}
-
-}  // namespace dsv4
-
-namespace dsv4 {
-namespace {
 
 // sink_attention_gemm answered by the split kernel: the engine before the prefill
 // attention kernel (the diagnostic's control arm).
