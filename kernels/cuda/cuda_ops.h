@@ -137,7 +137,8 @@ class CudaOps final : public Ops {
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override;
   // moe with its routed experts on the variant `kernel` (moe: shipped), for the twin test
-  // of the shipped kernel's variants (cuda::moe_with, expert_kernel.h).
+  // of the shipped kernel's variants (cuda::moe_with, expert_kernel.h); the native arm
+  // runs the fragment-layout kernel and takes `shipped` alone.
   void moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
               const float* wt, int k, float swiglu_limit, const Numerics& num, float* out);
   // The prefill MoE, grouped by expert (kernels/cuda/moe_prefill.cu).
@@ -212,10 +213,25 @@ class CudaOps final : public Ops {
   cuda::Fp8W fp8(const Fp8Linear& w);
   cuda::Fp4W fp4(const Fp4Linear& w);
   const float* rope_table(const RopeTable& t);  // device fc [positions, rd]
-  // Device array of the block's experts (cuda::ExpertW [E]), built once per block; sets
-  // *inter to the common expert width I. Refuses, by name, a projection whose device bytes
-  // the prefill expert GEMM's cp.async copies cannot read (16-byte codes, 4-byte scales).
-  const cuda::ExpertW* expert_table(const BlockWeights& b, int hidden, int* inter);
+  // A layer's routed experts on the device for one expert arm, built once per block (keyed
+  // by expert 0's w1 bytes): the bf16 arm, the checkpoint layout and a cuda::ExpertW [E]
+  // table; the native arm, the projections relaid in place into the fragment layout
+  // (expert_fp4.cuh) and a cuda::ExpertFrag [E] table. Refuses, by name, a call whose arm
+  // is not the one the bytes are laid out for (moe.cu says why), and a projection whose
+  // device bytes the arm's cp.async copies cannot read.
+  struct ExpertTable;
+  const ExpertTable& expert_table(const BlockWeights& b, int hidden, ExpertArm arm);
+  // The slot grouping's shared memory holds `slots` slots and the layer's experts (refused by name).
+  void check_grouping(const BlockWeights& b, int64_t slots) const;
+  // The routed experts of `rows` rows in passes of up to 256, each pass combined with the
+  // shared expert's output sh [rows, hidden] into out (moe.cu): on the shipped kernel (the
+  // bf16 arm, `kernel`'s variant) or the fragment kernel (the native arm; moe and, until
+  // a prefill kernel on the fragment layout lands, moe_gemm).
+  void routed_shipped(cuda::ExpertKernel kernel, const BlockWeights& b, const ExpertTable& table, const float* x,
+                      int rows, const int32_t* sel, const float* wt, int k, float limit, bool act_bf16,
+                      const float* sh, float* out);
+  void routed_fragment(const BlockWeights& b, const ExpertTable& table, const float* x, int rows,
+                       const int32_t* sel, const float* wt, int k, float limit, const float* sh, float* out);
   // Device copy of a hash layer's tid2eid [V, k], checked once against [0, n_experts);
   // keyed by the block's gate weight (the table's own vector has no storage identity).
   const int32_t* hash_table(const BlockWeights& b, int n_experts, int k);
@@ -262,8 +278,13 @@ class CudaOps final : public Ops {
   struct Resident { void* ptr; size_t nbytes; };
   std::map<Key, Resident> weights_;
   std::map<uint64_t, Resident> ropes_;  // keyed by RopeTable::id
-  struct ExpertTable { Resident table; int inter; };
+  struct ExpertTable {
+    Resident table;
+    int inter;  // the common expert width I
+    ExpertArm arm;
+  };
   std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
+  std::map<const uint8_t*, ExpertArm> expert_layout_;  // a projection's device codes -> the arm of their layout
   std::map<Key, Resident> hash_tables_;  // keyed by the gate weight's bytes
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };
   Scratch scratch_[kOpLines][static_cast<int>(Slot::count)];  // per line: lines run at once

@@ -17,13 +17,13 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/expert_fp4.h"
-
 #include <algorithm>
 #include <type_traits>
+#include <utility>
 
 #include "base/cuda_check.h"
 #include "base/error.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/quant.cuh"
 
 namespace dsv4::cuda {
@@ -34,9 +34,6 @@ constexpr int kThreads = kExpertThreads;
 constexpr int kWarps = kKWarps;
 constexpr int kChunk = kKChunk;
 constexpr int kUnits = kChunk / kFragUnitK;  // 2 code units a chunk
-// The routed path's ring: 3 slots of 4.3 KiB (2 KiB of them weights) a warp: 111 KiB a
-// block, two blocks an SM, 64 KiB of weights in flight an SM.
-constexpr int kRing = 3;
 
 // ---- relayout ----
 
@@ -65,8 +62,7 @@ __global__ void relayout_codes_kernel(const uint8_t* packed, int64_t rows, int64
 }
 
 // One thread per destination scale byte (layout in expert_fp4.cuh).
-__global__ void relayout_scales_kernel(const uint8_t* scales, int64_t rows, int64_t cols, bool nv, uint8_t* out,
-                                       int* bad) {
+__global__ void relayout_scales_kernel(const uint8_t* scales, int64_t rows, int64_t cols, bool nv, uint8_t* out) {
   const int group = nv ? 16 : 32, per = kChunk / group;  // groups a chunk: 8 / 4
   const int64_t chunks = cols / kChunk, n = rows * cols / group;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -74,13 +70,15 @@ __global__ void relayout_scales_kernel(const uint8_t* scales, int64_t rows, int6
     const int64_t bc = i / (16 * per), b = bc / chunks, c = bc % chunks;
     const int64_t r = kMmaRows * b + g + 8 * h;
     const uint8_t code = scales[r * (cols / group) + per * c + s];
-    if (nv) {
-      out[i] = code;
-    } else {
-      if (code > kMxMaxCode) atomicOr(bad, 1);
-      out[i] = static_cast<uint8_t>(code + kMxScaleBias);
-    }
+    out[i] = nv ? code : static_cast<uint8_t>(code + kMxScaleBias);
   }
+}
+
+// *bad = 1 when one of the n MXFP4 scale codes exceeds kMxMaxCode (the layout's + 14 would
+// leave the finite f32 exponents).
+__global__ void mxfp4_codes_over_kernel(const uint8_t* scales, int64_t n, int* bad) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    if (scales[i] > kMxMaxCode) atomicOr(bad, 1);
 }
 
 // ---- activations ----
@@ -88,6 +86,8 @@ __global__ void relayout_scales_kernel(const uint8_t* scales, int64_t rows, int6
 // One warp per (row, 128-block): §4.9 (cuda::act_quant128), then each lane's 4 values to
 // their B-order places (expert_fp4.cuh act_fp16_rows).
 __global__ void act_fp16_kernel(const float* x, int64_t rows, int64_t K, __half* q, float* s) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   __shared__ float vals[kThreads / kWarp][kChunk];
   const int lane = threadIdx.x % kWarp, wib = threadIdx.x / kWarp;
   const int64_t blocks = K / kChunk, warps = int64_t{gridDim.x} * (blockDim.x / kWarp);
@@ -298,6 +298,8 @@ constexpr size_t kFragSmem = sizeof(float) * kWarps * kSets * 4 * kWarp + sizeof
 template <int NW, bool NV, int S>
 __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
   static_assert(S >= 2, "one slot read while the others fill");
+  cuda::pdl_wait();  // launch.cuh: the tiles, activations and sel are earlier kernels' outputs
+  cuda::pdl_launch_dependents();
   extern __shared__ uint4 smem[];
   using Part = float[kWarps][kSets][4][kWarp];
   static_assert(sizeof(Part) % sizeof(uint4) == 0 && sizeof(FragSlot<NV>) % sizeof(uint4) == 0);
@@ -354,8 +356,7 @@ void launch_fp4(const FragArgs& a, int64_t tiles_max, int device, cudaStream_t s
   constexpr auto kernel = expert_fp4_kernel<NW, NV, S>;
   const int64_t blocks = resident_grid<kernel, smem>(tiles_max * (a.mma.m / kItemRows<NW>), device);
   if (blocks <= 0) return;
-  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(a);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, a);
 }
 
 template <int NW, bool NV>
@@ -377,59 +378,112 @@ void launch_fp4(int ring, const FragArgs& a, int64_t tiles_max, int device, cuda
 
 }  // namespace
 
-void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, int* bad, cudaStream_t stream) {
+void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, cudaStream_t stream) {
   relayout_codes_kernel<<<blocks_for(rows * src.cols / 8, kThreads), kThreads, 0, stream>>>(
       src.packed, rows, src.cols, reinterpret_cast<uint32_t*>(codes));
   DSV4_CUDA_LAUNCH_CHECK();
   relayout_scales_kernel<<<blocks_for(rows * src.cols / src.group, kThreads), kThreads, 0, stream>>>(
-      src.scales, rows, src.cols, src.nv, scales, bad);
+      src.scales, rows, src.cols, src.nv, scales);
   DSV4_CUDA_LAUNCH_CHECK();
+}
+
+std::vector<ExpertFrag> relay_experts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter,
+                                      FragPlace place, const std::string& owner,
+                                      std::map<const uint8_t*, Fp4Frag>& relaid, std::vector<void*>& owned,
+                                      cudaStream_t stream) {
+  struct Job {
+    Fp4W w;
+    int64_t rows;
+    size_t expert;
+  };
+  std::vector<Job> jobs;  // the distinct projections not relaid yet, in expert order
+  std::map<const uint8_t*, size_t> queued;
+  int64_t max_codes = 0, max_scales = 0;
+  for (size_t e = 0; e < experts.size(); ++e)
+    for (const auto& [w, rows] : {std::pair{experts[e].w1, inter}, {experts[e].w3, inter}, {experts[e].w2, hidden}}) {
+      if (rows % kMmaRows != 0 || w.cols % kChunk != 0)
+        throw Error(cat("expert_fp4: ", owner, " expert ", e, " has a projection of ", rows, " x ", w.cols,
+                        ", not whole 16 x 128 tiles"));
+      if (relaid.count(w.packed) || queued.count(w.packed)) continue;
+      queued.emplace(w.packed, jobs.size());
+      jobs.push_back({w, rows, e});
+      max_codes = std::max(max_codes, rows * w.cols / 2);
+      max_scales = std::max(max_scales, rows * w.cols / w.group);
+    }
+  auto device_bytes = [&owned](int64_t n) {
+    void* p = nullptr;
+    DSV4_CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(n, 1))));
+    owned.push_back(p);
+    return static_cast<uint8_t*>(p);
+  };
+  // The scale check first, so a refusal leaves every byte as it was.
+  std::vector<int> over(jobs.size(), 0);
+  if (!jobs.empty()) {
+    int* bad = reinterpret_cast<int*>(device_bytes(static_cast<int64_t>(sizeof(int) * jobs.size())));
+    DSV4_CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int) * jobs.size(), stream));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Job& j = jobs[i];
+      const int64_t n = j.rows * j.w.cols / j.w.group;
+      if (j.w.nv) continue;
+      mxfp4_codes_over_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(j.w.scales, n, bad + i);
+      DSV4_CUDA_LAUNCH_CHECK();
+    }
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(over.data(), bad, sizeof(int) * over.size(), cudaMemcpyDeviceToHost, stream));
+    DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (over[i])
+      throw Error(cat("expert_fp4: ", owner, " expert ", jobs[i].expert, " has an MXFP4 scale code above ",
+                      kMxMaxCode, " (2^", kMxMaxCode - 127, "), which the fragment layout cannot hold"));
+  uint8_t *scratch_codes = nullptr, *scratch_scales = nullptr;
+  if (place == FragPlace::in_place && !jobs.empty()) {
+    scratch_codes = device_bytes(max_codes);
+    scratch_scales = device_bytes(max_scales);
+  }
+  for (const Job& j : jobs) {
+    const int64_t codes_n = j.rows * j.w.cols / 2, scales_n = j.rows * j.w.cols / j.w.group;
+    // in_place: the caller's own device bytes (resident copies or weights generated in
+    // place), rewritten once, stream-ordered after every earlier reader.
+    auto* codes = place == FragPlace::in_place ? const_cast<uint8_t*>(j.w.packed) : device_bytes(codes_n);
+    auto* scales = place == FragPlace::in_place ? const_cast<uint8_t*>(j.w.scales) : device_bytes(scales_n);
+    if (place == FragPlace::in_place) {
+      relayout_fp4(j.w, j.rows, scratch_codes, scratch_scales, stream);
+      DSV4_CUDA_CHECK(cudaMemcpyAsync(codes, scratch_codes, codes_n, cudaMemcpyDeviceToDevice, stream));
+      DSV4_CUDA_CHECK(cudaMemcpyAsync(scales, scratch_scales, scales_n, cudaMemcpyDeviceToDevice, stream));
+    } else {
+      relayout_fp4(j.w, j.rows, codes, scales, stream);
+    }
+    relaid.emplace(j.w.packed, Fp4Frag{reinterpret_cast<const uint4*>(codes), scales, j.w.scale_2, j.w.nv});
+  }
+  std::vector<ExpertFrag> table(experts.size());
+  for (size_t e = 0; e < experts.size(); ++e)
+    table[e] = {relaid.at(experts[e].w1.packed), relaid.at(experts[e].w3.packed), relaid.at(experts[e].w2.packed)};
+  return table;
 }
 
 FragExperts::FragExperts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter, cudaStream_t stream) {
-  int* bad = nullptr;
-  DSV4_CUDA_CHECK(cudaMalloc(&bad, sizeof(int) * experts.size()));
-  owned_.p.push_back(bad);
-  DSV4_CUDA_CHECK(cudaMemsetAsync(bad, 0, sizeof(int) * experts.size(), stream));
-  std::vector<ExpertFrag> host(experts.size());
-  for (size_t e = 0; e < experts.size(); ++e)
-    host[e] = {relaid(experts[e].w1, inter, bad + e, stream), relaid(experts[e].w3, inter, bad + e, stream),
-               relaid(experts[e].w2, hidden, bad + e, stream)};
-  std::vector<int> flags(experts.size());
-  DSV4_CUDA_CHECK(cudaMemcpyAsync(flags.data(), bad, sizeof(int) * flags.size(), cudaMemcpyDeviceToHost, stream));
-  DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
-  for (size_t e = 0; e < flags.size(); ++e)
-    if (flags[e])
-      throw Error(cat("expert_fp4: expert ", e, " has an MXFP4 scale code above ", kMxMaxCode,
-                      " (2^", kMxMaxCode - 127, "), which the fragment layout cannot hold"));
-  DSV4_CUDA_CHECK(cudaMalloc(&table_, sizeof(ExpertFrag) * host.size()));
-  owned_.p.push_back(table_);
-  DSV4_CUDA_CHECK(cudaMemcpy(table_, host.data(), sizeof(ExpertFrag) * host.size(), cudaMemcpyHostToDevice));
+  try {
+    std::map<const uint8_t*, Fp4Frag> relaid;
+    const std::vector<ExpertFrag> host =
+        relay_experts(experts, hidden, inter, FragPlace::copies, "the dev bench's", relaid, owned_, stream);
+    DSV4_CUDA_CHECK(cudaMalloc(&table_, sizeof(ExpertFrag) * host.size()));
+    owned_.push_back(table_);
+    DSV4_CUDA_CHECK(cudaMemcpyAsync(table_, host.data(), sizeof(ExpertFrag) * host.size(), cudaMemcpyHostToDevice,
+                                    stream));
+    DSV4_CUDA_CHECK(cudaStreamSynchronize(stream));
+  } catch (...) {
+    for (void* p : owned_) cudaFree(p);
+    throw;
+  }
 }
 
-FragExperts::Owned::~Owned() {
-  for (void* q : p) cudaFree(q);
-}
-
-Fp4Frag FragExperts::relaid(const Fp4W& w, int64_t rows, int* bad, cudaStream_t stream) {
-  if (rows % kMmaRows != 0 || w.cols % kChunk != 0)
-    throw Error(cat("expert_fp4: a projection of ", rows, " x ", w.cols, " is not whole 16 x 128 tiles"));
-  auto it = done_.find(w.packed);
-  if (it != done_.end()) return it->second;
-  uint8_t *codes = nullptr, *scales = nullptr;
-  DSV4_CUDA_CHECK(cudaMalloc(&codes, rows * w.cols / 2));
-  owned_.p.push_back(codes);
-  DSV4_CUDA_CHECK(cudaMalloc(&scales, rows * w.cols / w.group));
-  owned_.p.push_back(scales);
-  relayout_fp4(w, rows, codes, scales, bad, stream);
-  const Fp4Frag f{reinterpret_cast<const uint4*>(codes), scales, w.scale_2, w.nv};
-  done_.emplace(w.packed, f);
-  return f;
+FragExperts::~FragExperts() {
+  for (void* p : owned_) cudaFree(p);
 }
 
 void act_fp16_rows(const float* x, int64_t rows, int64_t K, __half* q, float* s, cudaStream_t stream) {
-  act_fp16_kernel<<<blocks_for(rows * (K / kChunk) * kWarp, kThreads), kThreads, 0, stream>>>(x, rows, K, q, s);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::launch(act_fp16_kernel, blocks_for(rows * (K / kChunk) * kWarp, kThreads), kThreads, 0, stream, x, rows, K, q,
+               s);
 }
 
 void launch_expert_fp4(int nw, bool nv, int ring, const FragArgs& a, int64_t tiles_max, int device,
@@ -438,105 +492,6 @@ void launch_expert_fp4(int nw, bool nv, int ring, const FragArgs& a, int64_t til
     nv ? launch_fp4<2, true>(ring, a, tiles_max, device, stream) : launch_fp4<2, false>(ring, a, tiles_max, device, stream);
   else
     nv ? launch_fp4<1, true>(ring, a, tiles_max, device, stream) : launch_fp4<1, false>(ring, a, tiles_max, device, stream);
-}
-
-// The layer's checkpoint-layout experts on the device (one copy per distinct stored
-// projection), their relayout, and the routed path's scratch.
-struct FragMoe::State {
-  int64_t hidden, inter, k, max_rows, tiles_max;
-  int n_experts, device = 0;
-  bool nv;
-  std::vector<void*> owned;
-  std::map<const uint8_t*, const uint8_t*> resident;  // host bytes -> device copy
-  ExpertW* table = nullptr;
-  std::unique_ptr<FragExperts> frags;
-  __half *xq = nullptr, *hq = nullptr;
-  float *xs = nullptr, *hs = nullptr, *h = nullptr, *y = nullptr;
-  Tiles tiles{};
-
-  template <class T>
-  T* alloc(int64_t n) {
-    void* p = nullptr;
-    DSV4_CUDA_CHECK(cudaMalloc(&p, sizeof(T) * std::max<int64_t>(n, 1)));
-    owned.push_back(p);
-    return static_cast<T*>(p);
-  }
-  const uint8_t* upload(const TensorView& t) {
-    auto it = resident.find(t.data);
-    if (it != resident.end()) return it->second;
-    auto* d = alloc<uint8_t>(static_cast<int64_t>(t.nbytes));
-    DSV4_CUDA_CHECK(cudaMemcpy(d, t.data, t.nbytes, cudaMemcpyHostToDevice));
-    return resident.emplace(t.data, d).first->second;
-  }
-  Fp4W fp4(const Fp4Linear& w) {
-    Fp4W d;
-    d.packed = upload(w.weight);
-    d.scales = upload(w.scale);
-    d.scale_2 = w.scale_2;
-    d.cols = w.cols;
-    d.group = w.group();
-    d.nv = w.recipe == ExpertRecipe::nvfp4;
-    return d;
-  }
-  ~State() {
-    frags.reset();
-    for (void* p : owned) cudaFree(p);
-  }
-};
-
-FragMoe::FragMoe(const BlockWeights& b, int max_rows, int k) : s_(std::make_unique<State>()) {
-  State& s = *s_;
-  if (b.experts.empty()) throw Error(cat("expert_fp4: layer ", b.layer_id, " has no routed experts"));
-  const ExpertWeights& first = b.experts.front();
-  s.hidden = first.w1.cols;
-  s.inter = first.w1.rows;
-  s.k = k;
-  s.max_rows = max_rows;
-  s.n_experts = static_cast<int>(b.experts.size());
-  s.nv = first.w1.recipe == ExpertRecipe::nvfp4;
-  s.tiles_max = max_tiles(int64_t{max_rows} * k, s.n_experts);
-  DSV4_CUDA_CHECK(cudaGetDevice(&s.device));
-  std::vector<ExpertW> host;
-  for (const ExpertWeights& e : b.experts) {
-    if (e.w1.recipe != first.w1.recipe || e.w1.rows != s.inter || e.w3.rows != s.inter || e.w2.rows != s.hidden ||
-        e.w1.cols != s.hidden || e.w3.cols != s.hidden || e.w2.cols != s.inter)
-      throw Error(cat("expert_fp4: expert ", e.w1.weight.name, " differs from the layer's first in recipe or shape"));
-    host.push_back({s.fp4(e.w1), s.fp4(e.w3), s.fp4(e.w2)});
-  }
-  s.table = s.alloc<ExpertW>(static_cast<int64_t>(host.size()));
-  DSV4_CUDA_CHECK(cudaMemcpy(s.table, host.data(), sizeof(ExpertW) * host.size(), cudaMemcpyHostToDevice));
-  s.frags = std::make_unique<FragExperts>(host, s.hidden, s.inter, nullptr);
-  const int64_t slots = int64_t{max_rows} * k;
-  s.xq = s.alloc<__half>(max_rows * s.hidden);
-  s.xs = s.alloc<float>(max_rows * s.hidden / kChunk);
-  s.h = s.alloc<float>(slots * s.inter);
-  s.hq = s.alloc<__half>(slots * s.inter);
-  s.hs = s.alloc<float>(slots * s.inter / kChunk);
-  s.y = s.alloc<float>(slots * s.hidden);
-  s.tiles = {s.alloc<ExpertW>(s.tiles_max), s.alloc<int32_t>(1), s.alloc<int32_t>(s.tiles_max * kMmaCols)};
-}
-
-FragMoe::~FragMoe() = default;
-
-void FragMoe::run(const float* x, int rows, const int32_t* sel, const float* wt, float limit, const float* sh,
-                  float* out) {
-  const State& s = *s_;
-  if (rows <= 0 || rows > s.max_rows)
-    throw Error(cat("expert_fp4: ", rows, " rows; this path holds scratch for 1 to ", s.max_rows));
-  const int k = static_cast<int>(s.k), slots = rows * k;
-  const int64_t tiles_max = max_tiles(slots, s.n_experts);
-  cudaStream_t stream = nullptr;
-  DSV4_CUDA_CHECK(cudaDeviceSynchronize());  // the caller's uploads, on any stream
-  group_slots(sel, slots, s.table, s.n_experts, s.tiles, stream);
-  act_fp16_rows(x, rows, s.hidden, s.xq, s.xs, stream);
-  const FragArgs up{MmaArgs{s.tiles, nullptr, k, s.inter, s.hidden, s.h, wt, limit}, sel, s.frags->table(), s.xq, s.xs};
-  launch_expert_fp4(2, s.nv, kRing, up, tiles_max, s.device, stream);
-  act_fp16_rows(s.h, slots, s.inter, s.hq, s.hs, stream);  // re-quantized after the weight (§4.23)
-  const FragArgs down{MmaArgs{s.tiles, nullptr, 1, s.hidden, s.inter, s.y, nullptr, 0.0f}, sel, s.frags->table(),
-                      s.hq, s.hs};
-  launch_expert_fp4(1, s.nv, kRing, down, tiles_max, s.device, stream);
-  combine_experts(s.y, sh, sel, rows, k, static_cast<int>(s.hidden), s.n_experts, out, stream);
-  DSV4_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace dsv4::cuda

@@ -1,9 +1,11 @@
-// The fragment-layout FP4 expert path of the decode MoE (MODEL.md §4.23, native arm: e4m3
-// activations; CHECKPOINT.md §3.5-§3.7), PREPARED beside the shipped kernel (moe.cu
-// expert_mma_kernel): reached from the dev bench (bench/dev/moe_fp4_variants.cu) and the
-// twin test only, the engine does not call it yet.
+// The fragment-layout FP4 expert path of the MoE (MODEL.md §4.23, native arm: e4m3
+// activations; CHECKPOINT.md §3.5-§3.7): the engine's native arm (CudaOps::moe and, until
+// a prefill kernel on this layout lands, moe_gemm: moe.cu routed_fragment, which relays a
+// layer's experts in place at its table's first build); the bf16 arm keeps the shipped
+// kernel (moe.cu expert_mma_kernel) on the checkpoint layout. The dev bench
+// (bench/dev/moe_variants.cu, arms "fp4 R*") times it on relaid copies (FragExperts).
 //
-// The host entry of the whole routed path (tests): expert_fp4.h. Each projection W [M, K] is re-laid out once, on the device, into the order of the
+// Each projection W [M, K] is re-laid out once, on the device, into the order of the
 // mma.m16n8k16 A fragments (relayout_fp4, same byte size), so one 16-byte load of a lane
 // is that lane's A registers for 4 k16 steps of 16 rows, and its block scales sit beside
 // them grouped per 16 rows and 128-element K chunk (one 16- or 8-byte load a lane a chunk).
@@ -21,6 +23,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/moe_experts.cuh"
@@ -60,30 +63,45 @@ constexpr int kMxScaleBias = 14;  // added to each MXFP4 code by the relayout
 constexpr int kMxMaxCode = 254 - kMxScaleBias;
 
 // The relayout of one projection (its packed bytes and scales at src, rows x src.cols) into
-// codes / scales (device buffers of the same sizes); *bad (device int, zeroed by the
-// caller) becomes nonzero when an MXFP4 scale code exceeds kMxMaxCode. rows % 16 == 0,
-// cols % 128 == 0 (check_experts).
-void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, int* bad, cudaStream_t stream);
+// codes / scales (device buffers of the same sizes, not src's). rows % 16 == 0, cols % 128
+// == 0 (check_experts); an MXFP4 scale code above kMxMaxCode must have been refused before
+// (relay_experts).
+void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, cudaStream_t stream);
 
-// The relaid experts of one layer (device buffers owned; a projection stored once however
-// many experts share its bytes): the load-time step of the fragment path. experts: the
-// checkpoint-layout projections (device pointers), w1 / w3 [inter, hidden], w2 [hidden,
-// inter]; an MXFP4 scale code above kMxMaxCode is refused, naming the expert.
+// Where relay_experts writes the fragment layout: over the checkpoint-layout bytes
+// themselves (the engine: Flash cannot hold its ~140 GB of experts twice; the bytes are
+// then read by the fragment kernel alone, docs/fp4-fragment-kernel.md "Adoption"), or into
+// new device buffers (the dev bench, which runs the shipped kernel on the checkpoint
+// layout beside it).
+enum class FragPlace { in_place, copies };
+
+// The fragment-layout projections of one layer's experts, as the host copy of its table:
+// experts are the checkpoint-layout projections (device pointers), w1 / w3 [inter, hidden],
+// w2 [hidden, inter]. Each distinct projection is relaid once: `relaid` maps the packed
+// bytes of every projection relaid so far (across the layers of a caller whose experts
+// share bytes) to its fragment view and is extended; the others are taken from it as they
+// are. Refuses widths that are not whole 16 x 128 tiles and an MXFP4 scale code above
+// kMxMaxCode (naming `owner` and the expert) before any byte is written. in_place: one
+// scratch of the largest projection, each projection relaid into it and copied back;
+// copies: the new buffers are appended to `owned` (the caller frees them). Stream-ordered
+// launches, one host synchronization (the scale check) per call.
+std::vector<ExpertFrag> relay_experts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter,
+                                      FragPlace place, const std::string& owner,
+                                      std::map<const uint8_t*, Fp4Frag>& relaid, std::vector<void*>& owned,
+                                      cudaStream_t stream);
+
+// The relaid copies of one layer's experts and their device table (relay_experts, copies):
+// the dev bench's load-time step.
 class FragExperts {
  public:
   FragExperts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter, cudaStream_t stream);
+  ~FragExperts();
   FragExperts(const FragExperts&) = delete;
   FragExperts& operator=(const FragExperts&) = delete;
   const ExpertFrag* table() const { return table_; }
 
  private:
-  Fp4Frag relaid(const Fp4W& w, int64_t rows, int* bad, cudaStream_t stream);
-  struct Owned {  // freed however the constructor ends
-    std::vector<void*> p;
-    ~Owned();
-  };
-  Owned owned_;
-  std::map<const uint8_t*, Fp4Frag> done_;  // by the checkpoint's packed bytes
+  std::vector<void*> owned_;
   ExpertFrag* table_ = nullptr;
 };
 
@@ -161,6 +179,10 @@ struct FragArgs {
   const __half* act;           // act_fp16_rows of the activation rows
   const float* act_scale;      // [rows, K / 128]
 };
+
+// The engine's ring (CudaOps::moe): 3 slots of 4.3 KiB (2 KiB of them weights) a warp:
+// 111 KiB a block, two blocks an SM, 64 KiB of weights in flight an SM.
+constexpr int kFragRing = 3;
 
 // The up (nw 2: w1, w3, SwiGLU; items of 16 rows) or down (nw 1: w2; items of 32 rows)
 // projection of the tiles, every expert of recipe nv; tiles_max bounds the call's tiles.

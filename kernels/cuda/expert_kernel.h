@@ -1,6 +1,7 @@
-// Which variant of the decode MoE's routed-expert kernel (expert_mma_kernel, kernels/cuda/
-// moe.cu; MODEL.md §4.23) computes a call: the engine's CudaOps::moe runs `shipped`; the
-// other is its compile-time variant (moe_experts.cuh MmaKnobs, moe.cu knobs_of), which
+// Which variant of the bf16 expert arm's decode routed-expert kernel (expert_mma_kernel,
+// kernels/cuda/moe.cu; MODEL.md §4.23) computes a call: the engine's CudaOps::moe runs
+// `shipped` (the native arm runs the fragment-layout kernel, expert_fp4.cuh, and refuses
+// the other by name); the other is its compile-time variant (moe_experts.cuh MmaKnobs, moe.cu knobs_of), which
 // feeds the same products in the same K order, so it gives the shipped bits. The dev
 // bench (bench/dev/moe_variants.cu) and the twin test reach it to compare them bit for
 // bit. A plain header, so host-compiled tests can call it.

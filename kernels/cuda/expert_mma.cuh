@@ -136,8 +136,6 @@ __device__ inline void projections(const Expert& e, Projection (&w)[NW]) {
 
 // ---- launchers shared by moe.cu and moe_prefill.cu (defined in moe.cu) ----
 
-// §4.9 as values, y [rows, K] = e4m3(x / s) * s per 128-block (y may alias x).
-void act_quant128_rows(const float* x, int64_t rows, int64_t K, float* y, cudaStream_t stream);
 // The shared expert's h [rows, inter] = swiglu(g, u) with weight 1 (§4.24).
 void shared_swiglu(const float* g, const float* u, int64_t rows, int inter, float limit, float* h,
                    cudaStream_t stream);

@@ -1,17 +1,28 @@
 // MoE experts (MODEL.md §4.23-§4.24, D4, D16; the router is route.cu) on tensor cores.
 // The slots of a call (row, j) are grouped on the device by expert (group_slots_kernel),
 // so a distinct expert's weights are read once for all the rows that picked it: its slots
-// are the columns of mma.sync.m16n8k16 (bf16 in, f32 accumulate), its weight rows the M.
-// A column's result does not depend on which other columns share its tile, and the K
-// order (chunks, warps, the fixed combine) depends on the weight shape alone, so a row of
-// a T-row call is bit-identical to the row alone (SPECDECODE.md §6.3 R-I3). The combine
+// are the columns of mma.sync.m16n8k16 (f32 accumulate), its weight rows the M. Two
+// routed-expert kernels, one per expert arm, each on its own layout of the expert bytes
+// (decided once per layer, CudaOps::expert_table): the native arm (D4, the default) runs
+// the fragment-layout kernel of expert_fp4.cuh (fp16 mma on e4m3 activation values,
+// weights relaid in place at load; routed_fragment), the bf16 arm the shipped kernel below
+// (expert_mma_kernel, bf16 mma on the checkpoint layout; routed_shipped). In both a
+// column's result does not depend on which other columns share its tile, and the K order
+// (chunks, warps, the fixed combine) depends on the weight shape alone, so a row of a
+// T-row call is bit-identical to the row alone (SPECDECODE.md §6.3 R-I3). The combine
 // adds the row's experts in ascending id, then the shared expert, as the CPU reference.
 #include <cub/block/block_scan.cuh>
 #include <cuda_bf16.h>
 
+#include <array>
 #include <cmath>
+#include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/expert_fp4.cuh"
 #include "kernels/cuda/expert_mma.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/linear.cuh"
@@ -26,7 +37,6 @@ namespace {
 
 constexpr int kThreads = cuda::kExpertThreads;
 constexpr int kWarps = kThreads / cuda::kWarp;
-constexpr int kFp8Block = 128;  // §4.9 activation block
 constexpr int kMaxK = 16;       // experts per token
 constexpr int kMoeChunk = 256;  // rows per pass, bounds the scratch
 constexpr int kCols = cuda::kMmaCols;       // slots per tile
@@ -39,26 +49,9 @@ constexpr int kSharedLine = 1;  // the shared expert's line (Ops::on_line), besi
 
 using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh)
 
-// §4.9 as values, one warp per (row, 128-block): y [rows, K] = e4m3(x / s) * s (may alias
-// x). The scale s is a power of two (pow2ceil), so q * s is exact and the expert kernel
-// takes the dequantized value as its activation: sum_k (q_k s) w_k equals §4.23's
-// "partial * activation scale" up to the order of the f32 sum.
-__global__ void act_quant128_kernel(const float* x, int64_t rows, int64_t K, float* y) {
-  cuda::pdl_wait();
-  cuda::pdl_launch_dependents();
-  const int64_t blocks = K / kFp8Block;
-  const int64_t warps = int64_t{gridDim.x} * (blockDim.x / cuda::kWarp);
-  for (int64_t w = blockIdx.x * int64_t{blockDim.x / cuda::kWarp} + threadIdx.x / cuda::kWarp;
-       w < rows * blocks; w += warps) {
-    const int64_t off = (w / blocks) * K + (w % blocks) * kFp8Block;
-    const float s = cuda::act_quant128(x + off, y + off);  // the lane's own 4 elements
-#pragma unroll
-    for (int i = 0; i < 4; ++i) y[off + i * cuda::kWarp + threadIdx.x % cuda::kWarp] *= s;
-  }
-}
-
 // One block: experts in ascending id, each one's slots in ascending order (a fixed order;
 // ids outside [0, n_experts) join no tile). Shared memory: sel [slots], first tile [n_experts].
+// experts null: t.w is not written (the fragment kernel finds a tile's expert by sel).
 __global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* sel, int slots,
                                                                const cuda::ExpertW* experts, int n_experts,
                                                                Tiles t) {
@@ -92,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* se
     int j = 0;
     for (int s = 0; s < slots; ++s)
       if (s_sel[s] == e) {
-        if (j % kCols == 0) t.w[first[e] + j / kCols] = experts[e];
+        if (experts != nullptr && j % kCols == 0) t.w[first[e] + j / kCols] = experts[e];
         out[j++] = s;
       }
     for (; j % kCols != 0; ++j) out[j] = -1;
@@ -257,26 +250,53 @@ bool is_pow2(float v) {
   return v > 0.0f && std::frexp(v, &e) == 0.5f;
 }
 
-// The prefill expert GEMM (expert_gemm.cuh) copies 16-byte runs of the packed codes and
-// 4-byte words of the scales by cp.async. Every device tensor is its own cudaMalloc
-// allocation (CudaOps::resident's copy, CudaWeightMemory::generate; 256-byte aligned), so
-// this holds by construction; a projection that breaks it is refused by name, not read
-// misaligned.
-void check_cp_async_aligned(const Fp4Linear& stored, const cuda::Fp4W& w) {
+const char* arm_name(ExpertArm arm) { return arm == ExpertArm::native ? "native" : "bf16"; }
+
+// The kernels that stream a projection copy 16-byte runs of its codes by cp.async and its
+// scales in 4-byte words (the bf16 arm's prefill GEMM, expert_gemm.cuh) or 16 / 8-byte ones
+// (the native arm's fragment kernel: a lane group's NVFP4 / MXFP4 scales of a chunk,
+// expert_fp4.cuh). Every device tensor is its own cudaMalloc allocation (CudaOps::resident's
+// copy, CudaWeightMemory::generate; 256-byte aligned), so this holds by construction; a
+// projection that breaks it is refused by name, not read misaligned.
+void check_cp_async_aligned(const Fp4Linear& stored, const cuda::Fp4W& w, ExpertArm arm) {
+  const uintptr_t scale_align = arm == ExpertArm::native ? (w.nv ? 16 : 8) : 4;
   if (reinterpret_cast<uintptr_t>(w.packed) % 16 != 0)
     throw Error(cat("moe: expert tensor '", stored.weight.name, "' is not 16-byte aligned in device memory"));
-  if (reinterpret_cast<uintptr_t>(w.scales) % 4 != 0)
-    throw Error(cat("moe: expert tensor '", stored.scale.name, "' is not 4-byte aligned in device memory"));
+  if (reinterpret_cast<uintptr_t>(w.scales) % scale_align != 0)
+    throw Error(cat("moe: expert tensor '", stored.scale.name, "' is not ", scale_align,
+                    "-byte aligned in device memory"));
+}
+
+// The refusal of a call whose expert arm is not the one the layer's expert bytes are laid
+// out for (CudaOps::expert_table).
+Error other_arm(const BlockWeights& b, const std::string& tensor, ExpertArm held, ExpertArm asked) {
+  return Error(cat("moe: layer ", b.layer_id, ": expert tensor '", tensor, "' holds the ", arm_name(held),
+                   " expert arm's layout (", held == ExpertArm::native ? "the fragment layout" : "the checkpoint's",
+                   "), a call asks for the ", arm_name(asked),
+                   " arm; one CudaOps serves one expert arm (docs/fp4-fragment-kernel.md \"Adoption\")"));
+}
+
+// The routed experts' scratch of one pass, floats: parts of the given sizes carved from
+// base in order, each 16-byte aligned (the expert kernels' 128-bit activation loads).
+template <size_t N>
+std::array<float*, N> carve(float* base, const std::array<int64_t, N>& sizes) {
+  std::array<float*, N> parts{};
+  for (size_t i = 0; i < N; ++i) {
+    parts[i] = base;
+    base += (sizes[i] + 3) / 4 * 4;
+  }
+  return parts;
+}
+template <size_t N>
+size_t carved_floats(const std::array<int64_t, N>& sizes) {
+  size_t total = 0;
+  for (int64_t n : sizes) total += static_cast<size_t>((n + 3) / 4 * 4);
+  return total;
 }
 
 }  // namespace
 
 namespace cuda {
-
-void act_quant128_rows(const float* x, int64_t rows, int64_t K, float* y, cudaStream_t stream) {
-  cuda::launch(act_quant128_kernel, blocks_for(rows * (K / kFp8Block) * kWarp, kThreads), kThreads, 0, stream, x, rows,
-               K, y);
-}
 
 void shared_swiglu(const float* g, const float* u, int64_t rows, int inter, float limit, float* h,
                    cudaStream_t stream) {
@@ -314,31 +334,71 @@ void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Nu
 
 }  // namespace cuda
 
-const cuda::ExpertW* CudaOps::expert_table(const BlockWeights& b, int hidden, int* inter) {
+// The layout of a layer's expert bytes is decided once, by the first arm that uses them
+// (docs/fp4-fragment-kernel.md "Adoption"; docs/numerics.md "MoE experts"): the native arm
+// relays every projection in place into the fragment layout (cuda::relay_experts: Flash
+// cannot hold two copies of its experts), which only the fragment kernel reads; the bf16
+// arm keeps the checkpoint layout for the shipped kernels (decode expert_mma_kernel,
+// prefill expert_gemm_ring_kernel). A later call with the other arm on the same device
+// bytes is refused by name (other_arm), never computed on the wrong layout: one CudaOps
+// serves one expert arm. The relayout runs at the table's first build, which is a
+// prefill's or a warm-up step's first MoE, never a captured one (device_copy refuses).
+const CudaOps::ExpertTable& CudaOps::expert_table(const BlockWeights& b, int hidden, ExpertArm arm) {
   if (b.experts.empty()) throw Error(cat("moe: layer ", b.layer_id, " has no routed experts"));
   const TensorView& w1 = b.experts.front().w1.weight;
   const Key key{w1.storage, w1.data};
   auto it = experts_.find(key);
-  if (it == experts_.end()) {
-    const int64_t width = b.experts.front().w1.rows;
-    std::vector<cuda::ExpertW> host(b.experts.size());
-    for (size_t id = 0; id < b.experts.size(); ++id) {
-      const ExpertWeights& e = b.experts[id];
-      if (!(e.w1.rows == width && e.w1.cols == hidden && e.w3.rows == width && e.w3.cols == hidden &&
-            e.w2.rows == hidden && e.w2.cols == width))
-        throw Error(cat("moe: expert ", id, " (", e.w1.weight.name, ") projections disagree with [",
-                        width, ", ", hidden, "] / [", hidden, ", ", width, "]"));
-      host[id] = cuda::ExpertW{fp4(e.w1), fp4(e.w3), fp4(e.w2)};
-      check_cp_async_aligned(e.w1, host[id].w1);
-      check_cp_async_aligned(e.w3, host[id].w3);
-      check_cp_async_aligned(e.w2, host[id].w2);
-    }
-    const size_t bytes = host.size() * sizeof(cuda::ExpertW);
-    void* p = device_copy(host.data(), bytes);
-    it = experts_.emplace(key, ExpertTable{Resident{p, bytes}, static_cast<int>(width)}).first;
+  if (it != experts_.end()) {
+    if (it->second.arm != arm) throw other_arm(b, w1.name, it->second.arm, arm);
+    return it->second;
   }
-  *inter = it->second.inter;
-  return static_cast<const cuda::ExpertW*>(it->second.table.ptr);
+  const int64_t width = b.experts.front().w1.rows;
+  std::vector<cuda::ExpertW> host(b.experts.size());
+  for (size_t id = 0; id < b.experts.size(); ++id) {
+    const ExpertWeights& e = b.experts[id];
+    if (!(e.w1.rows == width && e.w1.cols == hidden && e.w3.rows == width && e.w3.cols == hidden &&
+          e.w2.rows == hidden && e.w2.cols == width))
+      throw Error(cat("moe: expert ", id, " (", e.w1.weight.name, ") projections disagree with [", width, ", ",
+                      hidden, "] / [", hidden, ", ", width, "]"));
+    const ExpertRecipe recipe = b.experts.front().w1.recipe;
+    if (arm == ExpertArm::native && (e.w1.recipe != recipe || e.w2.recipe != recipe || e.w3.recipe != recipe))
+      throw Error(cat("moe: layer ", b.layer_id, ": expert ", id, " (", e.w1.weight.name, ") mixes FP4 recipes with "
+                      "expert 0's; the native arm's fragment kernel runs one recipe a layer"));
+    host[id] = cuda::ExpertW{fp4(e.w1), fp4(e.w3), fp4(e.w2)};
+    for (const auto& [stored, w] : {std::pair{&e.w1, host[id].w1}, {&e.w3, host[id].w3}, {&e.w2, host[id].w2}}) {
+      check_cp_async_aligned(*stored, w, arm);
+      auto held = expert_layout_.find(w.packed);  // bytes another table laid out already
+      if (held != expert_layout_.end() && held->second != arm) throw other_arm(b, stored->weight.name, held->second, arm);
+    }
+  }
+  Resident table{};
+  if (arm == ExpertArm::native) {
+    refuse_in_capture("relayout of a layer's experts", 0);
+    activate();
+    std::map<const uint8_t*, cuda::Fp4Frag> relaid;  // this layer's projections relaid by an earlier table
+    for (const cuda::ExpertW& e : host)
+      for (const cuda::Fp4W* w : {&e.w1, &e.w3, &e.w2})
+        if (expert_layout_.count(w->packed))
+          relaid.emplace(w->packed, cuda::Fp4Frag{reinterpret_cast<const uint4*>(w->packed), w->scales, w->scale_2, w->nv});
+    std::vector<void*> scratch;
+    std::vector<cuda::ExpertFrag> frags;
+    try {
+      frags = cuda::relay_experts(host, hidden, width, cuda::FragPlace::in_place, cat("layer ", b.layer_id), relaid,
+                                  scratch, stream_);
+    } catch (...) {
+      for (void* p : scratch) cudaFree(p);
+      throw;
+    }
+    const size_t bytes = frags.size() * sizeof(cuda::ExpertFrag);
+    table = Resident{device_copy(frags.data(), bytes), bytes};  // waits for the relayout too
+    for (void* p : scratch) DSV4_CUDA_CHECK(cudaFree(p));
+  } else {
+    const size_t bytes = host.size() * sizeof(cuda::ExpertW);
+    table = Resident{device_copy(host.data(), bytes), bytes};
+  }
+  for (const cuda::ExpertW& e : host)
+    for (const cuda::Fp4W* w : {&e.w1, &e.w3, &e.w2}) expert_layout_.emplace(w->packed, arm);
+  return experts_.emplace(key, ExpertTable{table, static_cast<int>(width), arm}).first->second;
 }
 
 void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
@@ -353,72 +413,116 @@ void cuda::moe_with(Ops& ops, ExpertKernel kernel, const BlockWeights& b, const 
   cuda_ops->moe_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
 }
 
+void CudaOps::check_grouping(const BlockWeights& b, int64_t slots) const {
+  const int64_t n_experts = static_cast<int64_t>(b.experts.size());
+  if ((slots + n_experts) * 4 > 40 * 1024)
+    throw Error(cat("moe: layer ", b.layer_id, " has ", n_experts, " experts; the slot grouping holds at most ",
+                    40 * 1024 / 4 - slots, " for ", slots, " slots"));
+}
+
 void CudaOps::moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                      const float* wt, int k, float swiglu_limit, const Numerics& num, float* out) {
   const int hidden = static_cast<int>(b.shared_w1.in());
   const int shared_inter = static_cast<int>(b.shared_w1.out());
   const bool native = num.expert_arm == ExpertArm::native;
-  int inter = 0;
-  const cuda::ExpertW* experts = expert_table(b, hidden, &inter);
-  const int n_experts = static_cast<int>(b.experts.size());
-  cuda::check_experts(b, k, hidden, inter, num);
+  const ExpertTable& table = expert_table(b, hidden, num.expert_arm);
+  cuda::check_experts(b, k, hidden, table.inter, num);
+  if (native && kernel != cuda::ExpertKernel::shipped)
+    throw Error(cat("moe: layer ", b.layer_id, ": the native expert arm runs the fragment-layout kernel; expert "
+                    "kernel variant ", static_cast<int>(kernel), " is the bf16 arm's (expert_kernel.h)"));
   const cuda::Fp8W sw1 = fp8(b.shared_w1), sw3 = fp8(b.shared_w3), sw2 = fp8(b.shared_w2);
   if (rows == 0) return;
   activate();
-  // Scratch per chunk of C rows (floats): the up projection's activation (native: x
-  // quantized), h, y_e, shared g/u/h, shared out; then the tiles (ExpertW, int32).
-  const int64_t C = std::min(rows, kMoeChunk), S = C * k, H = hidden, I = inter, Is = shared_inter;
-  const int64_t T = max_tiles(S, n_experts);
-  const size_t group_smem = static_cast<size_t>(S + n_experts) * sizeof(int32_t);
-  if (group_smem > 40 * 1024)
-    throw Error(cat("moe: layer ", b.layer_id, " has ", n_experts, " experts; the slot grouping holds at most ",
-                    40 * 1024 / 4 - S, " at ", k, " experts per token"));
-  static_assert(sizeof(cuda::ExpertW) % sizeof(float) == 0 && alignof(cuda::ExpertW) <= 16);
-  const int64_t sizes[] = {C * H, S * I, S * H, C * Is, C * Is, C * Is, C * H,
-                           T * static_cast<int64_t>(sizeof(cuda::ExpertW) / sizeof(float)), 1 + T * kCols};
-  constexpr int kParts = sizeof(sizes) / sizeof(sizes[0]);
-  // Each part starts 16-byte aligned, so the expert kernels take their 128-bit activation loads.
-  auto padded = [](int64_t n) { return (n + 3) / 4 * 4; };
-  int64_t total = 0;
-  for (int64_t n : sizes) total += padded(n);
-  float* base = scratch_f32(Slot::f32_a, static_cast<size_t>(total));
-  float* part[kParts];
-  for (int i = 0; i < kParts; ++i) {
-    part[i] = base;
-    base += padded(sizes[i]);
-  }
-  float *xq = part[0], *h = part[1], *ye = part[2], *sg = part[3], *su = part[4], *sh_h = part[5], *sh = part[6];
-  auto* ints = reinterpret_cast<int32_t*>(part[8]);
-  const Tiles tiles{reinterpret_cast<cuda::ExpertW*>(part[7]), ints, ints + 1};
-  const bool act = num.act_bf16();
-  // Activation planes: e4m3 values (native) and bf16-rounded ones are bf16-exact; f32
-  // activations take three bf16 planes, so every product stays exact as in the CPU
-  // reference and only the f32 summation order differs (one pass would round x to 8 bits).
-  const bool exact = native || act;
   DSV4_CHECK(line_ == 0, "moe is issued on the main line (its shared expert takes line ", kSharedLine, ")");
+  const bool act = num.act_bf16();
+  // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight) needs x alone, so
+  // it runs on its own line (its scratch is that line's) beside the routed experts, joined
+  // before each combine: its three GEMVs take the SMs the grouping and the small launches
+  // leave idle (issue 12).
+  on_line(kSharedLine);
+  const int64_t Is = shared_inter;
+  const std::array<int64_t, 4> shared_sizes{rows * Is, rows * Is, rows * Is, int64_t{rows} * hidden};
+  const auto [sg, su, sh_h, sh] = carve(scratch_f32(Slot::f32_a, carved_floats(shared_sizes)), shared_sizes);
+  gemv_rows(sw1, x, hidden, act, sg, Is, rows);
+  gemv_rows(sw3, x, hidden, act, su, Is, rows);
+  cuda::shared_swiglu(sg, su, rows, shared_inter, swiglu_limit, sh_h, stream_);
+  gemv_rows(sw2, sh_h, Is, act, sh, hidden, rows);
+  on_line(0);
+  if (native)
+    routed_fragment(b, table, x, rows, sel, wt, k, swiglu_limit, sh, out);
+  else
+    routed_shipped(kernel, b, table, x, rows, sel, wt, k, swiglu_limit, act, sh, out);
+}
+
+// The bf16 arm: bf16-rounded activations (one plane) or f32 ones as three exact bf16
+// planes, so every product stays exact as in the CPU reference and only the f32 summation
+// order differs (one pass would round x to 8 bits).
+void CudaOps::routed_shipped(cuda::ExpertKernel kernel, const BlockWeights& b, const ExpertTable& table,
+                             const float* x, int rows, const int32_t* sel, const float* wt, int k, float limit,
+                             bool act_bf16, const float* sh, float* out) {
+  const int64_t C = std::min(rows, kMoeChunk), S = C * k, H = b.shared_w1.in(), I = table.inter;
+  const int n_experts = static_cast<int>(b.experts.size());
+  const int64_t T = max_tiles(S, n_experts);
+  check_grouping(b, S);
+  static_assert(sizeof(cuda::ExpertW) % sizeof(float) == 0 && alignof(cuda::ExpertW) <= 16);
+  const std::array<int64_t, 4> sizes{S * I, S * H, T * static_cast<int64_t>(sizeof(cuda::ExpertW) / sizeof(float)),
+                                     1 + T * kCols};
+  const auto [h, ye, tile_w, ints] = carve(scratch_f32(Slot::f32_a, carved_floats(sizes)), sizes);
+  const auto* experts = static_cast<const cuda::ExpertW*>(table.table.ptr);
+  auto* counts = reinterpret_cast<int32_t*>(ints);
+  const Tiles tiles{reinterpret_cast<cuda::ExpertW*>(tile_w), counts, counts + 1};
+  const int planes = act_bf16 ? 1 : 3;
   for (int row0 = 0; row0 < rows; row0 += static_cast<int>(C)) {
     const int64_t n_rows = std::min<int64_t>(C, rows - row0), slots = n_rows * k;
-    const float* xc = x + row0 * H;
-    // §4.24: the shared expert (L-bf16 on FP8 weights, no routing weight) needs x alone, so
-    // it runs on its own line beside the routed experts, joined before the combine: its
-    // three GEMVs take the SMs the grouping and the small launches leave idle (issue 12).
-    on_line(kSharedLine);
-    gemv_rows(sw1, xc, H, act, sg, Is, static_cast<int>(n_rows));
-    gemv_rows(sw3, xc, H, act, su, Is, static_cast<int>(n_rows));
-    cuda::shared_swiglu(sg, su, n_rows, shared_inter, swiglu_limit, sh_h, stream_);
-    gemv_rows(sw2, sh_h, Is, act, sh, H, static_cast<int>(n_rows));
-    on_line(0);
-    cuda::group_slots(sel + row0 * k, static_cast<int>(slots), experts, n_experts, tiles, stream_);
-    if (native) cuda::act_quant128_rows(xc, n_rows, H, xq, stream_);
     const int64_t tiles_max = max_tiles(slots, n_experts);
-    const MmaArgs up{tiles, native ? xq : xc, k, I, H, h, wt + row0 * k, swiglu_limit};
-    const int planes = exact ? 1 : 3;
+    cuda::group_slots(sel + row0 * k, static_cast<int>(slots), experts, n_experts, tiles, stream_);
+    const MmaArgs up{tiles, x + row0 * H, k, I, H, h, wt + row0 * k, limit};
     cuda::launch_expert_mma(kernel, 2, planes, up, tiles_max * (I / kTileRows), device_, stream_);
-    if (native) cuda::act_quant128_rows(h, slots, I, h, stream_);  // re-quantized after the weight (§4.23)
     const MmaArgs down{tiles, h, 1, H, I, ye, nullptr, 0.0f};
     cuda::launch_expert_mma(kernel, 1, planes, down, tiles_max * (H / kTileRows), device_, stream_);
     join_lines();  // the shared expert's sh
-    cuda::combine_experts(ye, sh, sel + row0 * k, n_rows, k, hidden, n_experts, out + row0 * H, stream_);
+    cuda::combine_experts(ye, sh + row0 * H, sel + row0 * k, n_rows, k, static_cast<int>(H), n_experts,
+                          out + row0 * H, stream_);
+  }
+}
+
+// The native arm (D4) on the fragment layout (expert_fp4.cuh): x and the re-quantized h
+// as §4.9 e4m3 values in fp16 B order with their per-128 scales (act_fp16_rows), the up
+// and down projections by launch_expert_fp4 on the relaid table, each pass of at most
+// kMoeChunk rows combined with sh as soon as its slots are done. The K order is the
+// fragment kernel's (docs/numerics.md "MoE experts"), fixed by K alone: a row of a T-row
+// call equals the row alone bit for bit (SPECDECODE.md R-I3).
+void CudaOps::routed_fragment(const BlockWeights& b, const ExpertTable& table, const float* x, int rows,
+                              const int32_t* sel, const float* wt, int k, float limit, const float* sh, float* out) {
+  const int64_t C = std::min(rows, kMoeChunk), S = C * k, H = b.shared_w1.in(), I = table.inter;
+  const int n_experts = static_cast<int>(b.experts.size());
+  const bool nv = b.experts.front().w1.recipe == ExpertRecipe::nvfp4;  // every expert's (expert_table)
+  const int64_t T = max_tiles(S, n_experts);
+  check_grouping(b, S);
+  // fp16 parts in floats: two halves a float.
+  const std::array<int64_t, 7> sizes{C * H / 2, C * H / kChunk, S * I, S * I / 2, S * I / kChunk, S * H,
+                                     1 + T * kCols};
+  const auto [xq, xs, h, hq, hs, ye, ints] = carve(scratch_f32(Slot::f32_a, carved_floats(sizes)), sizes);
+  const auto* experts = static_cast<const cuda::ExpertFrag*>(table.table.ptr);
+  auto* counts = reinterpret_cast<int32_t*>(ints);
+  const Tiles tiles{nullptr, counts, counts + 1};  // the kernel finds a tile's expert by sel
+  for (int row0 = 0; row0 < rows; row0 += static_cast<int>(C)) {
+    const int64_t n_rows = std::min<int64_t>(C, rows - row0), slots = n_rows * k;
+    const int64_t tiles_max = max_tiles(slots, n_experts);
+    const int32_t* sel_c = sel + row0 * k;
+    cuda::group_slots(sel_c, static_cast<int>(slots), nullptr, n_experts, tiles, stream_);
+    cuda::act_fp16_rows(x + row0 * H, n_rows, H, reinterpret_cast<__half*>(xq), xs, stream_);
+    const cuda::FragArgs up{MmaArgs{tiles, nullptr, k, I, H, h, wt + row0 * k, limit}, sel_c, experts,
+                            reinterpret_cast<const __half*>(xq), xs};
+    cuda::launch_expert_fp4(2, nv, cuda::kFragRing, up, tiles_max, device_, stream_);
+    // re-quantized after the weight (§4.23)
+    cuda::act_fp16_rows(h, slots, I, reinterpret_cast<__half*>(hq), hs, stream_);
+    const cuda::FragArgs down{MmaArgs{tiles, nullptr, 1, H, I, ye, nullptr, 0.0f}, sel_c, experts,
+                              reinterpret_cast<const __half*>(hq), hs};
+    cuda::launch_expert_fp4(1, nv, cuda::kFragRing, down, tiles_max, device_, stream_);
+    join_lines();  // the shared expert's sh (moe)
+    cuda::combine_experts(ye, sh + row0 * H, sel_c, n_rows, k, static_cast<int>(H), n_experts, out + row0 * H,
+                          stream_);
   }
 }
 

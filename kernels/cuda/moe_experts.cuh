@@ -173,7 +173,8 @@ constexpr int kAhead = 2;  // chunks a warp loads before it multiplies the first
 // 3 (f32); items_max bounds the work items (tiles x m / 16) of the call.
 void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
                        cudaStream_t stream);
-// The work list of `slots` routed slots (sel: expert ids), on the device (moe.cu).
+// The work list of `slots` routed slots (sel: expert ids), on the device (moe.cu); with
+// experts null the tiles' w is not written (the fragment kernel reads sel instead).
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
                  cudaStream_t stream);
 // The grid of a work-list kernel: the blocks of `kKernel` (kExpertThreads threads, kSmem
@@ -190,12 +191,6 @@ int64_t resident_grid(int64_t items, int device) {
   int sms = 0;
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   return std::min<int64_t>(items, int64_t{std::max(per_sm, 1)} * sms);
-}
-
-// Whether the cp.async kernels (the staged decode kernels, the ring prefill GEMM of
-// expert_gemm.cuh) may read these projections: 16-byte packed weights, 4-byte scales.
-inline bool cp_async_aligned(const Fp4W& w) {
-  return reinterpret_cast<uintptr_t>(w.packed) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scales) % 4 == 0;
 }
 
 }  // namespace dsv4::cuda

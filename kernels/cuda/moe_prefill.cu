@@ -9,13 +9,19 @@
 // runs as dense GEMMs (linear_fp8_gemm); the combine adds each row's experts in ascending
 // id, then the shared expert, as the CPU reference (every output written once, no atomics).
 //
+// This GEMM path serves the bf16 expert arm, whose experts keep the checkpoint layout; the
+// native arm's are relaid into the fragment layout at load (CudaOps::expert_table), so its
+// routed experts run decode's fragment path (CudaOps::routed_fragment) in passes of 256
+// rows until a prefill kernel on that layout lands, and only its shared expert takes the
+// GEMMs here.
+//
 // Numerics per arm (kernels/ops.h moe_gemm; docs/numerics.md "The prefill GEMMs"): the
-// routed experts compute what `moe` computes, bit for bit — the same exact products
-// (e2m1 x block scale; native: e4m3 x 2^k activations, bf16 arm: bf16-rounded ones, or
-// f32 as three exact planes) and, for every output column, the same f32 order: chunk c
-// into partial c % 8 (chunks ascending, the mma chained), the 8 partials added in order,
-// then NVFP4's scale_2. Only the shared expert's GEMM order differs from decode (law 2).
-// The expert kernel is expert_gemm.cuh's.
+// routed experts compute what `moe` computes, bit for bit — the bf16 arm: the same exact
+// products (e2m1 x block scale x bf16-rounded activations, or f32 as three exact planes)
+// and, for every output column, the same f32 order: chunk c into partial c % 8 (chunks
+// ascending, the mma chained), the 8 partials added in order, then NVFP4's scale_2; the
+// native arm: decode's own kernel. Only the shared expert's GEMM order differs from decode
+// (law 2). The bf16 arm's expert kernel is expert_gemm.cuh's.
 #include <cub/block/block_scan.cuh>
 #include <cuda_bf16.h>
 
@@ -99,8 +105,8 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   using namespace cuda::prefill_moe;
   const int hidden = static_cast<int>(b.shared_w1.in()), shared_inter = static_cast<int>(b.shared_w1.out());
   const int n_experts = static_cast<int>(b.experts.size());
-  int inter = 0;
-  const cuda::ExpertW* experts = expert_table(b, hidden, &inter);  // cp.async-aligned (checked there)
+  const ExpertTable& table = expert_table(b, hidden, num.expert_arm);  // cp.async-aligned (checked there)
+  const int inter = table.inter;
   cuda::check_experts(b, k, hidden, inter, num);
   const bool native = num.expert_arm == ExpertArm::native;
   if (rows == 0) return;
@@ -110,25 +116,44 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   const int64_t S = static_cast<int64_t>(rows) * k, H = hidden, I = inter, Is = shared_inter;
   // The tile list [T] experts, [T * 64] slots, the count, then [n_experts] counts; T the
   // bound (max_tiles): the expert kernel's grids are sized from it and its blocks walk
-  // the items of the count the device wrote.
-  const int64_t T = max_tiles(S, n_experts);
+  // the items of the count the device wrote. The native arm's routed experts need none of
+  // the GEMM's parts (routed_fragment takes its own scratch).
+  const int64_t T = native ? 0 : max_tiles(S, n_experts);
 
-  // Activation planes: e4m3 values (native) and bf16-rounded ones are bf16-exact (one
+  // Activation planes (the bf16 arm): bf16-rounded activations are bf16-exact (one
   // plane); f32 activations take three, so every product stays exact (moe.cu).
-  const int P = native || num.act_bf16() ? 1 : 3;
-  // Scratch (floats, each part 32-byte aligned): xq [rows, H] (native), h and y [S, I] /
-  // [S, H], the planes of x and of h, the shared expert's gate / up / h [rows, Is] and out.
-  const int64_t sizes[] = {native ? rows * H : 0, S * I, S * H, P * rows * H / 2, P * S * I / 2,
-                           rows * Is, rows * Is, rows * Is, rows * H, T * (1 + kTileSlots) + 1 + n_experts};
+  const int P = num.act_bf16() ? 1 : 3;
+  const int64_t R = native ? 0 : 1;  // the GEMM path's parts, or none
+  // Scratch (floats, each part 32-byte aligned): h and y [S, I] / [S, H], the planes of x
+  // and of h, the shared expert's gate / up / h [rows, Is] and out.
+  const int64_t sizes[] = {R * S * I, R * S * H, R * P * rows * H / 2, R * P * S * I / 2,
+                           rows * Is, rows * Is, rows * Is, rows * H, R * (T * (1 + kTileSlots) + 1 + n_experts)};
   int64_t total = 0;
   for (int64_t n : sizes) total += padded8(n);
   float* base = scratch_f32(Slot::f32_b, static_cast<size_t>(total));
   auto take = [&base](int64_t n) { return std::exchange(base, base + padded8(n)); };
-  float *xq = take(sizes[0]), *h = take(sizes[1]), *y = take(sizes[2]);
-  auto* xb = reinterpret_cast<uint4*>(take(sizes[3]));
-  auto* hb = reinterpret_cast<uint4*>(take(sizes[4]));
-  float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
-  auto* tiles = reinterpret_cast<int32_t*>(take(sizes[9]));  // int32 parts in float-sized words
+  float *h = take(sizes[0]), *y = take(sizes[1]);
+  auto* xb = reinterpret_cast<uint4*>(take(sizes[2]));
+  auto* hb = reinterpret_cast<uint4*>(take(sizes[3]));
+  float *sg = take(sizes[4]), *su = take(sizes[5]), *sh_h = take(sizes[6]), *sh = take(sizes[7]);
+  auto* tiles = reinterpret_cast<int32_t*>(take(sizes[8]));  // int32 parts in float-sized words
+
+  // §4.24: the shared expert, L-bf16 in every arm, unweighted.
+  const bool shared_act = num.act_bf16();
+  linear_fp8_gemm(b.shared_w1, x, rows, shared_act, sg);
+  linear_fp8_gemm(b.shared_w3, x, rows, shared_act, su);
+  cuda::shared_swiglu(sg, su, rows, shared_inter, swiglu_limit, sh_h, stream_);
+  linear_fp8_gemm(b.shared_w2, sh_h, rows, shared_act, sh);
+
+  if (native) {
+    // The native arm's experts are in the fragment layout (CudaOps::expert_table), which
+    // the ring GEMM below cannot read: decode's fragment path in passes of 256 rows, so a
+    // prefill row's routed sum is decode's bit for bit. The one call site a prefill kernel
+    // on the fragment layout replaces.
+    routed_fragment(b, table, x, rows, sel, wt, k, swiglu_limit, sh, out);
+    return;
+  }
+  const auto* experts = static_cast<const cuda::ExpertW*>(table.table.ptr);
   int32_t *tile_slot = tiles + T, *tile_count = tile_slot + T * kTileSlots, *counts = tile_count + 1;
   count_slots_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream_>>>(sel, S, counts);
   DSV4_CUDA_LAUNCH_CHECK();
@@ -154,17 +179,8 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
     else
       run(std::integral_constant<int, 3>{});
   };
-  if (native) cuda::act_quant128_rows(x, rows, H, xq, stream_);
-  project(std::true_type{}, native ? xq : x, rows, k, I, H, xb, h);
-  if (native) cuda::act_quant128_rows(h, S, I, h, stream_);  // re-quantized after the weight (§4.23)
+  project(std::true_type{}, x, rows, k, I, H, xb, h);
   project(std::false_type{}, h, S, 1, H, I, hb, y);
-
-  // §4.24: the shared expert, L-bf16 in every arm, unweighted.
-  const bool shared_act = num.act_bf16();
-  linear_fp8_gemm(b.shared_w1, x, rows, shared_act, sg);
-  linear_fp8_gemm(b.shared_w3, x, rows, shared_act, su);
-  cuda::shared_swiglu(sg, su, rows, shared_inter, swiglu_limit, sh_h, stream_);
-  linear_fp8_gemm(b.shared_w2, sh_h, rows, shared_act, sh);
   cuda::combine_experts(y, sh, sel, rows, k, hidden, n_experts, out, stream_);
 }
 

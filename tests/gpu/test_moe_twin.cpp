@@ -1,5 +1,8 @@
 // CUDA vs CPU: router (§4.22) and MoE experts in both arms (§4.23-§4.24, D4), plus the
-// per-row independence of the MoE (SPECDECODE.md §6.3).
+// per-row independence of the MoE (SPECDECODE.md §6.3). The first arm that uses a layer's
+// expert bytes fixes their layout (native: the fragment layout, relaid in place; bf16: the
+// checkpoint's; CudaOps::expert_table), so every case gives each arm its own Backends
+// (its own CudaOps and device copies) and the refusal of the other arm has its own case.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -8,7 +11,6 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/cuda/expert_fp4.h"
 #include "kernels/cuda/expert_kernel.h"
 #include "tests/gpu/twin_harness.h"
 
@@ -199,9 +201,30 @@ std::vector<std::pair<Arm, Numerics>> arms_for(float scale_2) {
   return out;
 }
 
+// The bf16 expert arms (the shipped kernel's: its variants run there alone).
+std::vector<std::pair<Arm, Numerics>> bf16_arms() {
+  std::vector<std::pair<Arm, Numerics>> out = arms_for(0.0f);
+  out.erase(std::remove_if(out.begin(), out.end(), [](const auto& a) { return a.first.arm == ExpertArm::native; }),
+            out.end());
+  return out;
+}
+
 std::string case_name(const char* op, ExpertRecipe r, const Arm& a, const MoeShape& s, int rows) {
   return std::string(op) + recipe_name(r) + a.name + " H " + std::to_string(s.hidden) + " rows " +
          std::to_string(rows);
+}
+
+// The inputs of a routed call on both backends: x [rows, hidden], the selection and the
+// routing weights 0.1 + 0.05 (slot % k).
+struct RoutedInputs {
+  PairF x;
+  PairI sel;
+  PairF wt;
+};
+RoutedInputs routed_inputs(Backends& b, const std::vector<float>& x_host, const std::vector<int32_t>& sel_host) {
+  std::vector<float> wt_host(sel_host.size());
+  for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
+  return {put(b, x_host), put_i32(b, sel_host), put(b, wt_host)};
 }
 
 // The MoE of `rows` rows of x on the GPU (a fresh output).
@@ -219,16 +242,13 @@ std::vector<float> gpu_moe(Backends& b, const Block& blk, const PairF& x, const 
 // bf16 arm refuses a scale_2 that is not a power of two).
 void check_moe(const MoeShape& s, ExpertRecipe recipe, int rows, const std::vector<int32_t>& sel_host,
                bool every_t, uint64_t seed, float scale_2 = 0.0f) {
-  Backends b;
   Rng rng(seed);
   Block blk(rng, recipe, false, s);
   blk.set_scale_2(scale_2);
-  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
-  std::vector<float> wt_host(sel_host.size());
-  for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
-  PairI sel = put_i32(b, sel_host);
-  PairF wt = put(b, wt_host);
+  const std::vector<float> x_host = rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f);
   for (const auto& [a, num] : arms_for(scale_2)) {
+    Backends b;  // one CudaOps an arm
+    auto [x, sel, wt] = routed_inputs(b, x_host, sel_host);
     const std::string what = case_name("moe ", recipe, a, s, rows);
     PairF ref = zeros(b, static_cast<size_t>(rows) * s.hidden);
     b.cpu->moe(blk.w, x[kCpu], rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
@@ -309,24 +329,19 @@ TEST_CASE("moe twin at Flash shapes: 8 rows, shared and distinct experts, both r
 // repeated call bit-identical. Each row picks 6 distinct experts of the first half
 // (seeded): uneven groups, half the experts unused. scale_2 > 0 as in check_moe.
 void check_moe_gemm(const MoeShape& s, ExpertRecipe recipe, int rows, uint64_t seed, float scale_2 = 0.0f) {
-  Backends b;
   Rng rng(seed);
   Block blk(rng, recipe, false, s);
   blk.set_scale_2(scale_2);
-  PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f));
+  const std::vector<float> x_host = rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f);
   std::vector<int32_t> sel_host, ids(static_cast<size_t>(s.experts / 2));
-  std::vector<float> wt_host;
   for (int t = 0; t < rows; ++t) {
     for (size_t e = 0; e < ids.size(); ++e) ids[e] = static_cast<int32_t>(e);
     std::shuffle(ids.begin(), ids.end(), rng.gen);
-    for (int j = 0; j < kK; ++j) {
-      sel_host.push_back(ids[j]);
-      wt_host.push_back(0.1f + 0.05f * j);
-    }
+    sel_host.insert(sel_host.end(), ids.begin(), ids.begin() + kK);
   }
-  PairI sel = put_i32(b, sel_host);
-  PairF wt = put(b, wt_host);
   for (const auto& [a, num] : arms_for(scale_2)) {
+    Backends b;  // one CudaOps an arm
+    auto [x, sel, wt] = routed_inputs(b, x_host, sel_host);
     const std::string what = case_name("moe_gemm ", recipe, a, s, rows);
     const size_t n = static_cast<size_t>(rows) * s.hidden;
     PairF out = zeros(b, n), again = zeros(b, n);
@@ -349,21 +364,6 @@ TEST_CASE("moe_gemm twin at Flash shapes: 24 rows over 128 of the 256 experts, b
     check_moe_gemm(kFlash, recipe, 24, recipe == ExpertRecipe::mxfp4 ? 94 : 95);
 }
 
-// The inputs of a routed call on both backends: x [rows, hidden] (normals of scale 2,
-// from rng), the selection and the routing weights 0.1 + 0.05 (slot % k).
-struct RoutedInputs {
-  PairF x;
-  PairI sel;
-  PairF wt;
-};
-RoutedInputs routed_inputs(Backends& b, Rng& rng, int hidden, const std::vector<int32_t>& sel_host) {
-  const size_t rows = sel_host.size() / kK;
-  std::vector<float> wt_host(sel_host.size());
-  for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
-  PairF x = put(b, rng.normals(rows * hidden, 2.0f));
-  return {std::move(x), put_i32(b, sel_host), put(b, wt_host)};
-}
-
 // The prefill MoE's routed experts compute the decode MoE's columns (the same exact
 // products in the same K order, moe_prefill.cu): with the shared expert's output zeroed,
 // moe_gemm's rows equal moe's bit for bit in every arm, and a repeated call gives the same
@@ -372,16 +372,17 @@ RoutedInputs routed_inputs(Backends& b, Rng& rng, int hidden, const std::vector<
 void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host,
                        uint64_t seed, int cpu_rows) {
   const int rows = static_cast<int>(sel_host.size()) / kK;
-  Backends b;
   Rng rng(seed);
   Block blk(rng, recipe, false, s);
   blk.zero_shared_down();
-  auto [x, sel, wt] = routed_inputs(b, rng, s.hidden, sel_host);
+  const std::vector<float> x_host = rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f);
   const size_t n = static_cast<size_t>(rows) * s.hidden;
-  auto gemm = [&](const Numerics& num, float limit, float* o) {
-    b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, num, o);
-  };
   for (const auto& [a, num] : arms_for(0.0f)) {
+    Backends b;  // one CudaOps an arm
+    auto [x, sel, wt] = routed_inputs(b, x_host, sel_host);
+    auto gemm = [&, &x = x, &sel = sel, &wt = wt](const Numerics& nm, float limit, float* o) {
+      b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, nm, o);
+    };
     const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows);
     PairF out = zeros(b, n), again = zeros(b, n);
     gemm(num, a.limit, out[kGpu]);
@@ -465,12 +466,13 @@ TEST_CASE("moe_gemm: slots naming no expert (-1, n_experts) give their rows NaN,
     for (int j = 0; j < kK; ++j) sel_host.push_back((t * 5 + j * 3) % kExperts);
   sel_host[7 * kK + 2] = -1;
   sel_host[31 * kK + 5] = kExperts;
-  Backends b;
   Rng rng(109);
   Block blk(rng, ExpertRecipe::nvfp4, false);
   blk.zero_shared_down();
-  auto [x, sel, wt] = routed_inputs(b, rng, kHidden, sel_host);
+  const std::vector<float> x_host = rng.normals(static_cast<size_t>(kLong) * kHidden, 2.0f);
   for (const auto& [a, num] : arms_for(0.0f)) {
+    Backends b;  // one CudaOps an arm
+    auto [x, sel, wt] = routed_inputs(b, x_host, sel_host);
     const std::string what = case_name("moe_gemm, ids naming no expert, ", ExpertRecipe::nvfp4, a, kSmall, kLong);
     PairF out = zeros(b, static_cast<size_t>(kLong) * kHidden);
     b.gpu->moe_gemm(blk.w, x[kGpu], kLong, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
@@ -495,21 +497,20 @@ TEST_CASE("moe_gemm: slots naming no expert (-1, n_experts) give their rows NaN,
 
 using ExpertKernels = std::vector<std::pair<cuda::ExpertKernel, const char*>>;
 
-// The variants feed the shipped kernel's products in its K order and combine the same
-// partials, so every arm's output of each (cuda::moe_with) is the engine's moe's bit for
-// bit: on the first n rows for n in 1, 2, 4, 6, 8 (<= rows) and all rows; each variant's
-// rows equal the same rows alone (SPECDECODE.md §6.3); the first variant's first cpu_rows
-// rows against the CPU reference at check_moe's bounds. x starts x_offset floats into its
+// The shipped kernel serves the bf16 arm (the native arm's experts are in the fragment
+// layout). The variants feed its products in its K order and combine the same partials,
+// so each bf16 arm's output of each (cuda::moe_with) is the engine's moe's bit for bit:
+// on the first n rows for n in 1, 2, 4, 6, 8 (<= rows) and all rows; each variant's rows
+// equal the same rows alone (SPECDECODE.md §6.3); the first variant's first cpu_rows rows
+// against the CPU reference at check_moe's bounds. x starts x_offset floats into its
 // buffer: 1 leaves every row unaligned, which the variants answer with their scalar
-// loads. scale_2 > 0 as in check_moe.
+// loads. Both bf16 arms read the checkpoint layout, so they share one Backends.
 void check_expert_kernels(const ExpertKernels& kernels, const MoeShape& s, ExpertRecipe recipe,
-                          const std::vector<int32_t>& sel_host, uint64_t seed, int cpu_rows, float scale_2 = 0.0f,
-                          int x_offset = 0) {
+                          const std::vector<int32_t>& sel_host, uint64_t seed, int cpu_rows, int x_offset = 0) {
   const int rows = static_cast<int>(sel_host.size()) / kK;
   Backends b;
   Rng rng(seed);
   Block blk(rng, recipe, false, s);
-  blk.set_scale_2(scale_2);
   PairF x = put(b, rng.normals(static_cast<size_t>(rows) * s.hidden + x_offset, 2.0f));
   std::vector<float> wt_host(sel_host.size());
   for (size_t i = 0; i < wt_host.size(); ++i) wt_host[i] = 0.1f + 0.05f * static_cast<float>(i % kK);
@@ -518,7 +519,7 @@ void check_expert_kernels(const ExpertKernels& kernels, const MoeShape& s, Exper
   std::vector<int> counts;
   for (int n : {1, 2, 4, 6, 8, rows})
     if (n <= rows && std::find(counts.begin(), counts.end(), n) == counts.end()) counts.push_back(n);
-  for (const auto& [a, num] : arms_for(scale_2)) {
+  for (const auto& [a, num] : bf16_arms()) {
     // The MoE of rows [first, first + n) on the GPU: the engine's (no variant) or on `kernel`.
     auto run = [&, &a = a, &num = num](int first, int n, std::optional<cuda::ExpertKernel> kernel = {}) {
       PairF out = zeros(b, static_cast<size_t>(n) * s.hidden);
@@ -589,13 +590,11 @@ std::vector<int32_t> small_selection() {
 
 // Small widths: K of 2 chunks (up) and 1 (down), fewer than the 8 warps, so most warps of
 // a block load and multiply nothing; 20 rows sharing experts 0 and 9 fill tiles of 8
-// columns (and one of 4); an NVFP4 weight_scale_2 that is no power of two (native arm).
-// Seeds seed .. seed + 2.
+// columns (and one of 4). Seeds seed, seed + 1.
 void check_small_widths_many_rows(const ExpertKernels& kernels, uint64_t seed) {
   const std::vector<int32_t> sel = many_rows_selection();
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_expert_kernels(kernels, kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? seed : seed + 1, kMany);
-  check_expert_kernels(kernels, kSmall, ExpertRecipe::nvfp4, sel, seed + 2, kMany, 0.0123f);
 }
 
 // The shipped kernel's variant (moe_experts.cuh MmaKnobs, moe.cu knobs_of): the e2m1 codes
@@ -606,7 +605,7 @@ const ExpertKernels kShippedVariants = {{cuda::ExpertKernel::lookup, " lookup"}}
 // At one row a call has 6 tiles: up 768 items, down 1536, over the resident blocks (2-4
 // per SM), so every block walks several items; 8 rows give 42 tiles.
 TEST_CASE("moe shipped kernel's variants at Flash shapes: the shipped kernel's bits at 1-8 rows, both recipes, "
-          "every arm") {
+          "both bf16 arms") {
   const std::vector<int32_t> sel = flash_verify_selection();
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_expert_kernels(kShippedVariants, kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 107 : 108, 2);
@@ -618,7 +617,7 @@ TEST_CASE("moe shipped kernel's variants at small widths and 20 rows: the shippe
 }
 
 TEST_CASE("moe shipped kernel's variants: activations not 16-byte aligned (scalar loads), the same bits") {
-  check_expert_kernels(kShippedVariants, kSmall, ExpertRecipe::mxfp4, small_selection(), 112, kRows, 0.0f, 1);
+  check_expert_kernels(kShippedVariants, kSmall, ExpertRecipe::mxfp4, small_selection(), 112, kRows, 1);
 }
 
 TEST_CASE("moe_with refuses a backend other than cuda, by name") {
@@ -650,20 +649,31 @@ TEST_CASE("moe and moe_gemm refuse expert bytes not 16-byte aligned in device me
                        doctest::Contains(refusal.c_str()), Error);
 }
 
-// ---- the fragment-layout FP4 expert path (kernels/cuda/expert_fp4.cuh), native arm ----
+// A variant of the shipped kernel is the bf16 arm's: the native arm's experts are in the
+// fragment layout, which it cannot read, so moe_with refuses it there by name.
+TEST_CASE("moe_with refuses a shipped-kernel variant on the native arm, naming the layer") {
+  Backends b;
+  Rng rng(114);
+  Block blk(rng, ExpertRecipe::nvfp4, false);
+  CHECK_THROWS_WITH_AS(cuda::moe_with(*b.gpu, cuda::ExpertKernel::lookup, blk.w, nullptr, 0, nullptr, nullptr, kK,
+                                      0.0f, Numerics{}, nullptr),
+                       doctest::Contains("moe: layer 4: the native expert arm runs the fragment-layout kernel"), Error);
+}
 
-// The prepared kernel (not yet the engine's) through its whole routed path (cuda::FragMoe:
-// upload, relayout, §4.9 activations, up + SwiGLU, re-quantized h, down, combine) against
-// the CPU's moe with the shared expert's down projection zeroed (its output is then +0, so
-// the CPU's output is the routed sum alone; the path adds a zero sh): the native arm's
-// bounds (kArms[0]: the path sums the same exact products as the shipped kernel, e2m1 x
+// ---- the native arm on the fragment layout (kernels/cuda/expert_fp4.cuh) ----
+
+// The engine's native arm (CudaOps::moe: the experts relaid in place at the table's first
+// build, §4.9 activations in fp16 B order, the fragment kernel for up and down) against
+// the CPU's moe at the native arm's bounds (kArms[0]: the same exact products, e2m1 x
 // block scale x e4m3 activation, in another f32 order: scales after the mma per chunk /
-// group, expert_fp4.cu), then each row of every call of n = 1, 2, 4, 6, 8, all rows equal
-// to the row alone bit for bit (SPECDECODE.md §6.3), a repeated call bit-identical, and the
-// shipped kernel's output (CudaOps::moe, the same zeroed shared expert) at the same bounds.
+// group, expert_fp4.cu; h re-quantized per 128 can flip at a boundary), a repeated call
+// bit-identical, each row of every call of n = 1, 2, 4, 6, 8 rows and of all rows equal to
+// the row alone bit for bit (SPECDECODE.md §6.3 R-I3), and the prefill MoE (moe_gemm, whose
+// native arm runs the same routed path) equal to moe bit for bit — the shared expert's
+// down projection zeroed (its output is then +0 in the GEMV and in the GEMM alike).
 // scale_2 > 0 as in check_moe.
-void check_fp4_path(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host, uint64_t seed,
-                    float scale_2 = 0.0f) {
+void check_fragment_path(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host, uint64_t seed,
+                         float scale_2 = 0.0f) {
   const int rows = static_cast<int>(sel_host.size()) / kK;
   const Arm& a = kArms[0];
   Numerics num;
@@ -674,22 +684,18 @@ void check_fp4_path(const MoeShape& s, ExpertRecipe recipe, const std::vector<in
   Block blk(rng, recipe, false, s);
   blk.set_scale_2(scale_2);
   blk.zero_shared_down();
-  auto [x, sel, wt] = routed_inputs(b, rng, s.hidden, sel_host);
-  const PairF sh = zeros(b, static_cast<size_t>(rows) * s.hidden);
-  cuda::FragMoe path(blk.w, rows, kK);
-  auto run = [&](int first, int n) {
+  auto [x, sel, wt] = routed_inputs(b, rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f), sel_host);
+  auto run = [&, &x = x, &sel = sel, &wt = wt](int first, int n) {
     PairF out = zeros(b, static_cast<size_t>(n) * s.hidden);
-    path.run(x[kGpu] + static_cast<size_t>(first) * s.hidden, n, sel[kGpu] + first * kK, wt[kGpu] + first * kK,
-             a.limit, sh[kGpu], out[kGpu]);
+    b.gpu->moe(blk.w, x[kGpu] + static_cast<size_t>(first) * s.hidden, n, sel[kGpu] + first * kK,
+               wt[kGpu] + first * kK, kK, a.limit, num, out[kGpu]);
     return get(b, out, kGpu);
   };
-  const std::string what = case_name("moe fp4 fragment path ", recipe, a, s, rows);
+  const std::string what = case_name("moe fragment path ", recipe, a, s, rows);
   const std::vector<float> all = run(0, rows);
   PairF ref = zeros(b, static_cast<size_t>(rows) * s.hidden);
   b.cpu->moe(blk.w, x[kCpu], rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
   check_close(what + " vs cpu", get(b, ref, kCpu), all, a.rel_l2, a.max_norm);
-  check_close(what + " vs the shipped kernel", gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num), all, a.rel_l2,
-              a.max_norm);
   check_bitwise(what + " repeated call", all, run(0, rows));
   std::vector<float> singles;
   for (int t = 0; t < rows; ++t) {
@@ -701,35 +707,80 @@ void check_fp4_path(const MoeShape& s, ExpertRecipe recipe, const std::vector<in
     if (n < rows)
       check_bitwise(what + " first " + std::to_string(n) + " rows vs single rows", run(0, n),
                     std::vector<float>(singles.begin(), singles.begin() + static_cast<size_t>(n) * s.hidden));
+  PairF prefill = zeros(b, static_cast<size_t>(rows) * s.hidden);
+  b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, prefill[kGpu]);
+  check_bitwise(what + " moe_gemm vs moe", all, get(b, prefill, kGpu));
 }
 
 // Flash shapes (up: 32 chunks, 4 a warp; down: 16, 2 a warp), 8 rows sharing experts 3,
 // 10 and 99 in rows 0-3 (tiles of 2-4 columns; the others one live column).
-TEST_CASE("moe fp4 fragment path at Flash shapes: 8 rows, both recipes, vs cpu, vs shipped, rows vs single rows") {
+TEST_CASE("moe fragment path at Flash shapes: 8 rows, both recipes, vs cpu, rows vs single rows, moe_gemm") {
   const std::vector<int32_t> sel = flash_verify_selection();
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    check_fp4_path(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 121 : 122);
+    check_fragment_path(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 121 : 122);
 }
 
 // Small widths: K of 2 chunks (up) and 1 (down), so most warps of a block take no chunk
 // (their ring copies nothing); 20 rows sharing experts 0 and 9: tiles of 8 live columns
 // and one of 4; an NVFP4 weight_scale_2 that is no power of two.
-TEST_CASE("moe fp4 fragment path at small widths and 20 rows: full tiles, idle warps, NVFP4 scale_2") {
+TEST_CASE("moe fragment path at small widths and 20 rows: full tiles, idle warps, NVFP4 scale_2") {
   const std::vector<int32_t> sel = many_rows_selection();
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    check_fp4_path(kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 123 : 124);
-  check_fp4_path(kSmall, ExpertRecipe::nvfp4, sel, 125, 0.0123f);
+    check_fragment_path(kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 123 : 124);
+  check_fragment_path(kSmall, ExpertRecipe::nvfp4, sel, 125, 0.0123f);
 }
 
 // The layout keeps an MXFP4 scale as its code + 14 (an f32 exponent after the placement's
-// 2^-14): a code above 240 is refused at load, naming the expert.
-TEST_CASE("moe fp4 fragment path refuses an MXFP4 scale code above 240, naming the expert") {
+// 2^-14): a code above 240 is refused when the native arm's table is first built, naming
+// the layer and the expert, before any byte is relaid — so a second call refuses the same
+// way (nothing was recorded) and the bf16 arm on another CudaOps still computes on them.
+TEST_CASE("moe fragment path refuses an MXFP4 scale code above 240, naming the layer and the expert") {
   Rng rng(126);
   Block blk(rng, ExpertRecipe::mxfp4, false);
   auto* codes = const_cast<uint8_t*>(blk.w.experts[5].w2.scale.data);  // the Store's own bytes
   codes[17] = 241;
-  CHECK_THROWS_WITH_AS(cuda::FragMoe(blk.w, 1, kK), doctest::Contains("expert 5 has an MXFP4 scale code above 240"),
-                       Error);
+  Backends b;
+  for (int call = 0; call < 2; ++call)
+    CHECK_THROWS_WITH_AS(b.gpu->moe(blk.w, nullptr, 0, nullptr, nullptr, kK, 0.0f, Numerics{}, nullptr),
+                         doctest::Contains("expert_fp4: layer 4 expert 5 has an MXFP4 scale code above 240"), Error);
+  CHECK_THROWS_WITH_AS(b.gpu->moe_gemm(blk.w, nullptr, 0, nullptr, nullptr, kK, 0.0f, Numerics{}, nullptr),
+                       doctest::Contains("expert_fp4: layer 4 expert 5 has an MXFP4 scale code above 240"), Error);
+}
+
+// One CudaOps serves one expert arm: the first arm to use a layer's expert bytes fixes
+// their layout (CudaOps::expert_table), and a later call with the other arm — moe or
+// moe_gemm — is refused naming the layer, the tensor and both arms, never computed on
+// the wrong layout. The first arm keeps working (its table is untouched by the refusal).
+TEST_CASE("moe: a layer's experts laid out for one expert arm refuse the other arm by name, moe and moe_gemm") {
+  const std::vector<int32_t> sel_host = small_selection();
+  for (ExpertArm first : {ExpertArm::native, ExpertArm::bf16}) {
+    Rng rng(127);
+    Block blk(rng, ExpertRecipe::nvfp4, false);
+    Backends b;
+    auto [x, sel, wt] = routed_inputs(b, rng.normals(static_cast<size_t>(kRows) * kHidden, 2.0f), sel_host);
+    Numerics used, other;
+    used.expert_arm = first;
+    other.expert_arm = first == ExpertArm::native ? ExpertArm::bf16 : ExpertArm::native;
+    PairF out = zeros(b, static_cast<size_t>(kRows) * kHidden), again = zeros(b, static_cast<size_t>(kRows) * kHidden);
+    b.gpu->moe(blk.w, x[kGpu], kRows, sel[kGpu], wt[kGpu], kK, 10.0f, used, out[kGpu]);
+    const std::string refusal = std::string("moe: layer 4: expert tensor 'ffn.experts.0.w1.weight' holds the ") +
+                                (first == ExpertArm::native ? "native" : "bf16") + " expert arm's layout";
+    const std::string asked = std::string("a call asks for the ") +
+                              (first == ExpertArm::native ? "bf16" : "native") + " arm";
+    for (bool gemm : {false, true}) {
+      auto call = [&, &x = x, &sel = sel, &wt = wt] {
+        if (gemm)
+          b.gpu->moe_gemm(blk.w, x[kGpu], kRows, sel[kGpu], wt[kGpu], kK, 10.0f, other, again[kGpu]);
+        else
+          b.gpu->moe(blk.w, x[kGpu], kRows, sel[kGpu], wt[kGpu], kK, 10.0f, other, again[kGpu]);
+      };
+      CHECK_THROWS_WITH_AS(call(), doctest::Contains(refusal.c_str()), Error);
+      CHECK_THROWS_WITH_AS(call(), doctest::Contains(asked.c_str()), Error);
+    }
+    b.gpu->moe(blk.w, x[kGpu], kRows, sel[kGpu], wt[kGpu], kK, 10.0f, used, again[kGpu]);
+    check_bitwise(std::string("moe after the other arm's refusal, first arm ") + (first == ExpertArm::native ? "native" : "bf16"),
+                  get(b, out, kGpu), get(b, again, kGpu));
+  }
 }
 
 }  // namespace dsv4::twin
