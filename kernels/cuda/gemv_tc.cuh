@@ -135,14 +135,20 @@ __device__ inline void tc_block(const C& w, const GemvArgs& a, const TcLane& L, 
   acc[3] = fmaf(d[3], s_hi, acc[3]);
 }
 
+// The barrier of the kGemvWarps warps that compute: the whole block in gemv_tc_kernel.
+struct TcBlockSync {
+  __device__ void operator()() const { __syncthreads(); }
+};
+
 // The end of a tile: split 0 adds the splits' sums in ascending order and stores y. acc[i]
-// of lane (g, t) is weight row n0 + g + 8 (i / 2), column 2t + i % 2. Every warp of the
-// block calls it (it holds the barriers).
+// of lane (g, t) is weight row n0 + g + 8 (i / 2), column 2t + i % 2. Every computing warp
+// calls it (it holds the barriers, sync()).
+template <class Sync = TcBlockSync>
 __device__ inline void tc_store(const float (&acc)[4], float (&part)[kGemvWarps][4][kWarp], const TcLane& L,
-                                int64_t n0, const GemvArgs& a) {
+                                int64_t n0, const GemvArgs& a, Sync sync = {}) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) part[L.warp][i][L.lane] = acc[i];
-  __syncthreads();
+  sync();
   if (L.split == 0)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -154,7 +160,7 @@ __device__ inline void tc_store(const float (&acc)[4], float (&part)[kGemvWarps]
         a.y[(L.r0 + col) * a.y_stride + L.gz * a.y_group + n] = v;
       }
     }
-  __syncthreads();  // part is read before the next tile writes it
+  sync();  // part is read before the next tile writes it
 }
 
 // Grid (resident blocks, row blocks of 8, groups); a.splits warps per tile. The runs in
