@@ -20,7 +20,8 @@
 // dsv4-dev-gemv on an H200 (2026-12-01, session 4): the 33.6 MB matrices at 1 / 8 rows in
 // 12.9-13.4 / 25.3-25.5 us (the CUDA-core persistent kernel 15.4-16.2 / 87-99 us); a
 // cp.async ring in shared memory (S = 3..6 stages) was slower (22-25 us at 1 row), and so
-// was an integer f16 -> bf16 step (the conversions do not bound it).
+// was an integer f16 -> bf16 step (the conversions do not bound it). gemv_tma.cuh is this
+// arithmetic with the weights streamed by bulk copies (a dev-bench variant, not yet adopted).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
