@@ -37,17 +37,36 @@ __device__ inline void mbarrier_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_addr(bar)) : "memory");
 }
 
-// Returns once the phase of parity `parity` (0 for a barrier's first phase, then
-// alternating) has completed (acquire: the copies' bytes are visible after it).
-__device__ inline void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
+// Whether the phase of parity `parity` (0 for a barrier's first phase, then alternating)
+// has completed (acquire: the copies' bytes are visible after it).
+__device__ inline bool mbarrier_try_wait_parity(uint64_t* bar, uint32_t parity) {
   uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(shared_addr(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(shared_addr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+// A phase still open after this long is a protocol bug (bytes announced that never land, an
+// arrival missing): the waiter traps, so the launch fails with an error instead of hanging.
+// Far beyond any wait of a decode step, where the longest is the producer's for a previous
+// kernel under PDL (launch.cuh).
+constexpr uint64_t kMbarrierTimeoutNs = uint64_t{20} * 1000 * 1000 * 1000;
+
+__device__ inline uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+
+// Returns once the phase of parity `parity` has completed.
+__device__ inline void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
+  if (mbarrier_try_wait_parity(bar, parity)) return;
+  const uint64_t t0 = global_ns();
+  while (!mbarrier_try_wait_parity(bar, parity))
+    if (global_ns() - t0 > kMbarrierTimeoutNs) __trap();
 }
 
 // Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global src to
