@@ -238,7 +238,8 @@ auto tma(const Problem& p, int sms, cudaStream_t s) {
 
 int run_all(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 200;
-  // The 33.6 MB matrices first (most of the dense bytes), then the 8 MiB ones, then the small.
+  // The 33.6 MB matrices first (most of the dense bytes), then the 8 MiB ones, then the small,
+  // then the TMA ring's edge cases.
   const Shape shapes[] = {{"wo_b", 4096, 8192, 1},      {"wq_b", 32768, 1024, 1},     {"wo_a", 1024, 4096, 8},
                           {"shared_w1", 2048, 4096, 1}, {"shared_w2", 4096, 2048, 1}, {"idx_wq_b", 8192, 1024, 1},
                           {"wq_a", 1024, 4096, 1},      {"wkv", 512, 4096, 1},       {"edges", 1000, 1408, 3}};
