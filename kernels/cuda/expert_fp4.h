@@ -10,6 +10,8 @@
 
 namespace dsv4::cuda {
 
+struct ExpertFrag;  // expert_fp4.cuh
+
 class FragMoe {
  public:
   // Uploads the layer's routed experts (checkpoint layout, one copy per distinct stored
@@ -26,6 +28,8 @@ class FragMoe {
   // hidden]; the shared expert's output). sel / wt: device [rows, k]. Synchronizes the
   // device before and after (a test entry).
   void run(const float* x, int rows, const int32_t* sel, const float* wt, float limit, const float* sh, float* out);
+  // The relaid experts [n_experts] (device; the prefill path's test entry, expert_fp4_gemm.h).
+  const ExpertFrag* relaid() const;
 
  private:
   struct State;

@@ -37,12 +37,6 @@ constexpr int kGroupThreads = 256;
 constexpr int kGroupPer = 4;  // consecutive slots per thread and pass of group_tiles_kernel
 using GroupScan = cub::BlockScan<int, kGroupThreads>;
 
-// The most tiles `slots` slots of n_experts experts can need: sum_e ceil(c_e / 64) <=
-// floor((slots + 63 * distinct) / 64), and never more than one per slot.
-int64_t max_tiles(int64_t slots, int64_t n_experts) {
-  return std::min(slots, (slots + (kTileSlots - 1) * std::min(slots, n_experts)) / kTileSlots);
-}
-
 // Block e: counts[e] = the slots that select expert e.
 __global__ void __launch_bounds__(kGroupThreads) count_slots_kernel(const int32_t* sel, int64_t slots,
                                                                     int32_t* counts) {
@@ -94,6 +88,23 @@ __global__ void __launch_bounds__(kGroupThreads) group_tiles_kernel(const int32_
 
 }  // namespace
 
+namespace cuda::prefill_moe {
+
+// sum_e ceil(c_e / 64) <= floor((slots + 63 * distinct) / 64), and never more than one per slot.
+int64_t max_tiles(int64_t slots, int64_t n_experts) {
+  return std::min(slots, (slots + (kTileSlots - 1) * std::min(slots, n_experts)) / kTileSlots);
+}
+
+void group_tiles(const int32_t* sel, int64_t slots, int n_experts, const DeviceTiles& t, cudaStream_t stream) {
+  count_slots_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream>>>(sel, slots, t.counts);
+  DSV4_CUDA_LAUNCH_CHECK();
+  group_tiles_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream>>>(sel, slots, t.counts, t.expert,
+                                                                                     t.slot, t.count);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace cuda::prefill_moe
+
 void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                        int k, float swiglu_limit, const Numerics& num, float* out) {
   using namespace cuda::prefill_moe;
@@ -130,11 +141,7 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
   auto* tiles = reinterpret_cast<int32_t*>(take(sizes[9]));  // int32 parts in float-sized words
   int32_t *tile_slot = tiles + T, *tile_count = tile_slot + T * kTileSlots, *counts = tile_count + 1;
-  count_slots_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream_>>>(sel, S, counts);
-  DSV4_CUDA_LAUNCH_CHECK();
-  group_tiles_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream_>>>(sel, S, counts, tiles,
-                                                                                      tile_slot, tile_count);
-  DSV4_CUDA_LAUNCH_CHECK();
+  group_tiles(sel, S, n_experts, DeviceTiles{tiles, tile_slot, tile_count, counts}, stream_);
 
   // One projection family over every tile: bf16 planes of `in` [n_in, K], then the kernel.
   auto project = [&](auto up, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,

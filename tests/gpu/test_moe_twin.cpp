@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/expert_fp4.h"
+#include "kernels/cuda/expert_fp4_gemm.h"
 #include "kernels/cuda/expert_kernel.h"
 #include "tests/gpu/twin_harness.h"
 
@@ -662,19 +663,31 @@ TEST_CASE("moe and moe_gemm refuse expert bytes not 16-byte aligned in device me
 // to the row alone bit for bit (SPECDECODE.md §6.3), a repeated call bit-identical, and the
 // shipped kernel's output (CudaOps::moe, the same zeroed shared expert) at the same bounds.
 // scale_2 > 0 as in check_moe.
+// The native arm and a layer of a fragment-path case: scale_2 > 0 as in check_moe, the
+// shared expert's down projection zeroed (Block::zero_shared_down).
+struct NativeCase {
+  const Arm& a = kArms[0];
+  Numerics num;
+  Backends b;
+  Rng rng;
+  Block blk;
+  NativeCase(const MoeShape& s, ExpertRecipe recipe, uint64_t seed, float scale_2)
+      : rng(seed), blk(rng, recipe, false, s) {
+    num.expert_arm = a.arm;
+    num.dense_act = a.act;
+    blk.set_scale_2(scale_2);
+    blk.zero_shared_down();
+  }
+};
+
 void check_fp4_path(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host, uint64_t seed,
                     float scale_2 = 0.0f) {
   const int rows = static_cast<int>(sel_host.size()) / kK;
-  const Arm& a = kArms[0];
-  Numerics num;
-  num.expert_arm = a.arm;
-  num.dense_act = a.act;
-  Backends b;
-  Rng rng(seed);
-  Block blk(rng, recipe, false, s);
-  blk.set_scale_2(scale_2);
-  blk.zero_shared_down();
-  auto [x, sel, wt] = routed_inputs(b, rng, s.hidden, sel_host);
+  NativeCase c(s, recipe, seed, scale_2);
+  const Arm& a = c.a;
+  Backends& b = c.b;
+  Block& blk = c.blk;
+  auto [x, sel, wt] = routed_inputs(b, c.rng, s.hidden, sel_host);
   const PairF sh = zeros(b, static_cast<size_t>(rows) * s.hidden);
   cuda::FragMoe path(blk.w, rows, kK);
   auto run = [&](int first, int n) {
@@ -686,9 +699,9 @@ void check_fp4_path(const MoeShape& s, ExpertRecipe recipe, const std::vector<in
   const std::string what = case_name("moe fp4 fragment path ", recipe, a, s, rows);
   const std::vector<float> all = run(0, rows);
   PairF ref = zeros(b, static_cast<size_t>(rows) * s.hidden);
-  b.cpu->moe(blk.w, x[kCpu], rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
+  b.cpu->moe(blk.w, x[kCpu], rows, sel[kCpu], wt[kCpu], kK, a.limit, c.num, ref[kCpu]);
   check_close(what + " vs cpu", get(b, ref, kCpu), all, a.rel_l2, a.max_norm);
-  check_close(what + " vs the shipped kernel", gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num), all, a.rel_l2,
+  check_close(what + " vs the shipped kernel", gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, c.num), all, a.rel_l2,
               a.max_norm);
   check_bitwise(what + " repeated call", all, run(0, rows));
   std::vector<float> singles;
@@ -730,6 +743,125 @@ TEST_CASE("moe fp4 fragment path refuses an MXFP4 scale code above 240, naming t
   codes[17] = 241;
   CHECK_THROWS_WITH_AS(cuda::FragMoe(blk.w, 1, kK), doctest::Contains("expert 5 has an MXFP4 scale code above 240"),
                        Error);
+}
+
+// ---- the prefill routed experts on the fragment layout (kernels/cuda/expert_fp4_gemm.cuh) ----
+
+// The prefill path (cuda::FragGemmMoe: the tile list built on the device, §4.9 activations,
+// up + SwiGLU, re-quantized h, down, combine) on FragMoe's relaid experts, with the shared
+// expert's down projection zeroed (check_fp4_path), for each selection of `sels` (rows of
+// kK ids): every row equal to the decode fp4 path's (FragMoe::run on the same relaid
+// experts) bit for bit — the same exact products in the same f32 order,
+// expert_fp4_gemm.cu — a repeated call bit-identical, and the first min(rows, cpu_rows)
+// rows against the CPU's moe_gemm at the native arm's bounds (kArms[0]: the same products
+// in another f32 order, then h's re-quantization). A slot naming no expert (-1 or
+// n_experts) joins no tile: its row is NaN, as moe_gemm gives it (combine_experts), the
+// others keep the decode path's bits. scale_2 > 0 as in check_moe.
+void check_fp4_gemm(const MoeShape& s, ExpertRecipe recipe, const std::vector<std::vector<int32_t>>& sels,
+                    uint64_t seed, int cpu_rows, float scale_2 = 0.0f) {
+  NativeCase c(s, recipe, seed, scale_2);
+  const Arm& a = c.a;
+  Backends& b = c.b;
+  Block& blk = c.blk;
+  size_t max_rows = 0;
+  for (const auto& sel : sels) max_rows = std::max(max_rows, sel.size() / kK);
+  cuda::FragMoe decode(blk.w, static_cast<int>(max_rows), kK);
+  cuda::FragGemmMoe gemm(blk.w, decode, static_cast<int>(max_rows), kK);
+  for (const std::vector<int32_t>& sel_host : sels) {
+    const int rows = static_cast<int>(sel_host.size()) / kK;
+    auto [x, sel, wt] = routed_inputs(b, c.rng, s.hidden, sel_host);
+    const size_t n = static_cast<size_t>(rows) * s.hidden;
+    const PairF sh = zeros(b, n);
+    auto run = [&, &x = x, &sel = sel, &wt = wt](auto& path) {
+      PairF out = zeros(b, n);
+      path.run(x[kGpu], rows, sel[kGpu], wt[kGpu], a.limit, sh[kGpu], out[kGpu]);
+      return get(b, out, kGpu);
+    };
+    const std::string what = case_name("moe_gemm fp4 fragment path ", recipe, a, s, rows);
+    const std::vector<float> got = run(gemm), want = run(decode);
+    auto row = [&s](const std::vector<float>& v, int t) {
+      return std::vector<float>(v.begin() + static_cast<size_t>(t) * s.hidden,
+                                v.begin() + static_cast<size_t>(t + 1) * s.hidden);
+    };
+    int named_none = 0;  // rows with a slot naming no expert
+    for (int t = 0; t < rows; ++t) {
+      const auto first = sel_host.begin() + t * kK;
+      if (std::all_of(first, first + kK, [&s](int32_t e) { return e >= 0 && e < s.experts; })) continue;
+      ++named_none;
+      INFO(what << " row " << t << " names no expert");
+      const std::vector<float> r = row(got, t);
+      CHECK(std::all_of(r.begin(), r.end(), [](float v) { return std::isnan(v); }));
+    }
+    if (named_none == 0) {
+      check_bitwise(what + " vs the decode fp4 path", want, got);
+    } else {
+      for (int t = 0; t < rows; ++t)
+        if (!std::isnan(want[static_cast<size_t>(t) * s.hidden]))
+          check_bitwise(what + " row " + std::to_string(t) + " vs the decode fp4 path", row(want, t), row(got, t));
+    }
+    check_bitwise(what + " repeated call", got, run(gemm));
+    const int checked = std::min(rows, cpu_rows);
+    if (checked == 0) continue;
+    PairF ref = zeros(b, static_cast<size_t>(checked) * s.hidden);
+    b.cpu->moe_gemm(blk.w, x[kCpu], checked, sel[kCpu], wt[kCpu], kK, a.limit, c.num, ref[kCpu]);
+    check_close(what + " vs cpu, first " + std::to_string(checked) + " rows", get(b, ref, kCpu),
+                std::vector<float>(got.begin(), got.begin() + ref.n), a.rel_l2, a.max_norm);
+  }
+}
+
+// `rows` rows of 6 distinct experts of [0, 256) at Flash shapes (seeded): expert 3 in every
+// row from 64 rows on (full tiles of 64), expert 250 in rows 0-64 from 300 rows on (a full
+// tile and one of a single slot), the other slots uniform (1,024 rows: tiles of ~24 slots).
+std::vector<int32_t> prefill_selection(int rows, uint64_t seed) {
+  Rng pick(seed);
+  std::vector<int32_t> sel, pool;
+  for (int e = 0; e < 256; ++e)
+    if (e != 3 && e != 250) pool.push_back(e);
+  for (int t = 0; t < rows; ++t) {
+    std::shuffle(pool.begin(), pool.end(), pick.gen);
+    for (int j = 0; j < kK; ++j) {
+      int32_t e = pool[j];
+      if (j == 0 && rows >= 64) e = 3;
+      if (j == 1 && rows >= 300 && t < 65) e = 250;
+      sel.push_back(e);
+    }
+  }
+  return sel;
+}
+
+// Flash shapes (up: 32 chunks, 16 items of 128 rows a tile; down: 16 chunks, 16 items of
+// 256 rows): 1, 7, 64, 300 and 1,024 rows, tiles from one slot to 64, many experts. The
+// CPU checks the first 2 rows (~1 s a row at these widths), the decode path every row.
+TEST_CASE("moe_gemm fp4 fragment path at Flash shapes: 1-1024 rows, both recipes, vs decode bitwise, vs cpu") {
+  std::vector<std::vector<int32_t>> sels;
+  for (int rows : {1, 7, 64, 300, 1024}) sels.push_back(prefill_selection(rows, 130 + rows));
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_fp4_gemm(kFlash, recipe, sels, recipe == ExpertRecipe::mxfp4 ? 131 : 132, 2);
+}
+
+// Small widths: K of 2 chunks (up) and 1 (down), fewer than decode's 8 partials (the empty
+// ranges' +0 folded in as decode's idle warps add it), and hidden 384: the down
+// projection's second 256-row item leaves half its warps idle; 37 rows of distinct experts
+// (3 is odd to 16) and 20 rows sharing experts 0 and 9; an NVFP4 weight_scale_2 that is
+// no power of two. The CPU checks every row.
+TEST_CASE("moe_gemm fp4 fragment path at small widths: K of 1-3 chunks, idle warps, NVFP4 scale_2; vs decode, vs cpu") {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < 37; ++t)
+    for (int j = 0; j < kK; ++j) sel.push_back((t * 5 + j * 3) % kExperts);
+  for (const MoeShape& s : {kSmall, MoeShape{384, 256, kExperts, kExperts}})
+    for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+      check_fp4_gemm(s, recipe, {sel, many_rows_selection()}, recipe == ExpertRecipe::mxfp4 ? 133 : 134, 37);
+  check_fp4_gemm(kSmall, ExpertRecipe::nvfp4, {many_rows_selection()}, 135, kMany, 0.0123f);
+}
+
+// Ids outside [0, n_experts) (route's -1 for a NaN score, or an id past the experts) at
+// Flash shapes, 40 rows: those rows NaN, the others the decode path's bits.
+TEST_CASE("moe_gemm fp4 fragment path: slots naming no expert give their rows NaN, the rest decode's bits") {
+  std::vector<int32_t> sel = prefill_selection(40, 136);
+  sel[7 * kK + 2] = -1;
+  sel[31 * kK + 5] = 256;
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_fp4_gemm(kFlash, recipe, {sel}, recipe == ExpertRecipe::mxfp4 ? 137 : 138, 0);
 }
 
 }  // namespace dsv4::twin
