@@ -163,6 +163,19 @@ __device__ inline void stage_copies(const Fp4GemmArgs& a, const Copies& cp, int 
                               true);
 }
 
+// One 16-byte shared-memory load (PTX ld.shared.v4): a warp's 32 lanes reading 512
+// contiguous bytes take 4 wavefronts; left to itself the compiler splits the B load into
+// two 8-byte loads (x, y for one step, z, w for the next), 8 wavefronts, and the B reads
+// (512 bytes for every two mma) are what the shared-memory pipe carries most.
+__device__ inline uint4 lds128(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(static_cast<unsigned>(__cvta_generic_to_shared(p)))
+               : "memory");
+  return v;
+}
+
 // acc[n] += chunk's products of warp `warp`'s rows with the tile's n8 tile n (n < used).
 template <bool NV>
 __device__ inline void gemm_chunk(const Stage& st, int warp, int used, float (&acc)[kNt][4]) {
@@ -180,7 +193,7 @@ __device__ inline void gemm_chunk(const Stage& st, int warp, int used, float (&a
 #pragma unroll
       for (int n = 0; n < kNt; ++n) {
         if (n >= used) break;  // uniform over the block
-        frag_pair_mma<NV>(f, b[n * kMmaCols * 4], chunk[n]);
+        frag_pair_mma<NV>(f, lds128(b + n * kMmaCols * 4), chunk[n]);
       }
     }
   }
@@ -292,7 +305,7 @@ __global__ void __launch_bounds__(kThreads, 1) expert_fp4_gemm_kernel(Fp4GemmArg
 }
 
 template <bool Up, bool NV>
-void launch(const Fp4GemmArgs& a, int device, cudaStream_t stream) {
+void launch_gemm(const Fp4GemmArgs& a, int device, cudaStream_t stream) {
   constexpr auto kernel = expert_fp4_gemm_kernel<Up, NV>;
   const int64_t items = a.tiles_max * ((a.m + kItemRows<Up> - 1) / kItemRows<Up>);
   const int64_t blocks = resident_grid<kernel, kSmem<NV>, kThreads>(items, device);
@@ -311,9 +324,9 @@ void launch_expert_fp4_gemm(bool up, bool nv, const Fp4GemmArgs& a, int device, 
   if (a.tiles_max * kTileSlots * (a.k / 8) > INT32_MAX)
     throw Error(cat("expert_fp4_gemm: ", a.tiles_max, " tiles of ", a.k, "-wide activations exceed 32-bit offsets"));
   if (up)
-    nv ? launch<true, true>(a, device, stream) : launch<true, false>(a, device, stream);
+    nv ? launch_gemm<true, true>(a, device, stream) : launch_gemm<true, false>(a, device, stream);
   else
-    nv ? launch<false, true>(a, device, stream) : launch<false, false>(a, device, stream);
+    nv ? launch_gemm<false, true>(a, device, stream) : launch_gemm<false, false>(a, device, stream);
 }
 
 namespace {
