@@ -317,7 +317,7 @@ void launch_gemm(const Fp4GemmArgs& a, int device, cudaStream_t stream) {
 }  // namespace
 
 void launch_expert_fp4_gemm(bool up, bool nv, const Fp4GemmArgs& a, int device, cudaStream_t stream) {
-  if (a.m % kMmaRows != 0 || a.k % kChunk != 0)
+  if (a.m <= 0 || a.k <= 0 || a.m % kMmaRows != 0 || a.k % kChunk != 0)
     throw Error(cat("expert_fp4_gemm: a ", a.m, " x ", a.k, " projection is not whole ", kMmaRows, " x ", kChunk,
                     " blocks"));
   // A slot's activation offset in 32 bits: at most tiles_max x 64 slots (Copies).

@@ -37,8 +37,8 @@ void launch_expert_fp4_gemm(bool up, bool nv, const Fp4GemmArgs& a, int device, 
 
 // The routed part of the native arm's moe_gemm on relaid experts: x [rows, hidden] ->
 // y [rows * k, hidden], the slots' expert outputs (combine_experts then adds them): §4.9
-// activations of x (act_fp16_rows), up, h re-quantized, down. The tile list: expert,
-// slot and count as prefill_moe::group_tiles writes them, tiles_max its bound.
+// activations of x (act_fp16_rows), up, h re-quantized, down; rows >= 1. The tile list:
+// expert, slot and count as prefill_moe::group_tiles writes them, tiles_max its bound.
 struct RoutedFp4Gemm {
   const ExpertFrag* experts;
   bool nv;
