@@ -1,5 +1,7 @@
-// dsv4-dev-moe-prefill: the prefill MoE's routed-expert GEMM (kernels/cuda/expert_gemm.cuh:
-// expert_gemm_ring_kernel, what CudaOps::moe_gemm runs; llm.c dev/cuda style) at the Flash
+// dsv4-dev-moe-prefill: the prefill MoE's routed-expert GEMMs (kernels/cuda/expert_gemm.cuh:
+// expert_gemm_ring_kernel, what the bf16 arm's CudaOps::moe_gemm runs, and
+// kernels/cuda/expert_fp4_gemm.cuh on the fragment layout, what the native arm's runs;
+// llm.c dev/cuda style) at the Flash
 // shapes (256 experts, top 6, hidden 4096, moe_intermediate 2048, NVFP4 by default), 1024
 // and 2048 rows, experts picked uniformly or skewed (a few experts take most slots: tiles
 // of 64 full, many tiles per expert). Weights and activations are staged 3 chunks ahead
@@ -9,13 +11,19 @@
 // products, only the f32 summation order differs (tests/gpu/test_moe_twin.cpp's bound for
 // the f32 arm, where no activation rounding follows); the kernel's bits against the decode
 // kernel's are the twin test's (test_moe_twin.cpp "moe_gemm ... vs moe bitwise").
-// Planes: P = 1 (the default numerics, native: e4m3 activations, which bf16 holds
-// exactly — the benchmark's arm) and P = 3 (bf16 arm with f32 activations).
+// Planes: P = 1 (bf16-exact activations: the bf16 arm's bf16 ones, or the native arm's
+// e4m3 values the ring kernel ran before the fragment layout) and P = 3 (bf16 arm with f32
+// activations).
+// The fp4 lines (P = 1 cases): the fragment-layout kernel on the same experts relaid
+// (cuda::FragExperts), its activations x and h by act_fp16_rows (§4.9: e4m3 values and
+// per-128 scales; the reference takes their dequantized values, so again only the f32
+// order differs, tolerance 1e-5), and its bits against the decode fp4 kernel's
+// (launch_expert_fp4 on the decode tile list, in pieces of 1,024 rows): "=decode".
 // Time: one launch of the projection's kernel (event-timed mean over reps), TFLOP/s of
-// the slots' useful products (2 x slots x rows x K per projection) and GB/s of the used
+// the slots' useful products (2 x slots x rows x K per projection) and TB/s of the used
 // experts' weights read once (FP4 codes and scales: the bytes a perfect kernel reads).
-// Success: every line says "ok" and "=again" (a second launch gives the same bits); the
-// exit status is 1 otherwise.
+// Success: every line says "ok" and "=again" (a second launch gives the same bits), every
+// fp4 line "=decode"; the exit status is 1 otherwise.
 // usage: dsv4-dev-moe-prefill [reps] [mxfp4]
 #include <cuda_runtime.h>
 
@@ -25,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,6 +41,7 @@
 #include "base/cuda_check.h"
 #include "base/scalar_formats.h"
 #include "bench/dev/dev_bench.h"
+#include "kernels/cuda/expert_fp4_gemm.cuh"
 #include "kernels/cuda/expert_gemm.cuh"
 
 namespace {
@@ -73,6 +83,7 @@ struct Experts {
   bool nv = true;
   std::vector<ExpertW> host;  // device pointers
   ExpertW* table = nullptr;
+  std::unique_ptr<cuda::FragExperts> frag;  // the same experts relaid (expert_fp4.cuh)
   int group() const { return nv ? 16 : 32; }
   static int64_t bytes(const Fp4W& w, int64_t rows) { return rows * (w.cols / 2) + rows * w.cols / w.group; }
 };
@@ -101,6 +112,7 @@ Experts make_experts(bool nv) {
     e.host.push_back(ExpertW{w[0], w[1], w[2]});
   }
   e.table = device_copy(e.host);
+  e.frag = std::make_unique<cuda::FragExperts>(e.host, kHidden, kInter, nullptr);
   return e;
 }
 
@@ -154,6 +166,7 @@ class Case {
  public:
   Case(const Experts& ex, int rows, bool skewed, int planes, int reps)
       : ex_(ex), rows_(rows), planes_(planes), reps_(reps), sms_(device_sms()) {
+    DSV4_CUDA_CHECK(cudaGetDevice(&device_));
     sel_ = pick_experts(rows, skewed, 7 + rows + (skewed ? 1 : 0));
     slots_ = static_cast<int64_t>(sel_.size());
     tl_ = tile_list(sel_, kExperts, 0);
@@ -187,7 +200,7 @@ class Case {
     const GemmArgs up{ex_.table, tiles_, tiles_ + tl_.tiles, xb, int64_t{rows_} * kHidden / kGroup, kTop,
                       kInter, kHidden, h, wt, kLimit};
     std::vector<float> h_out;
-    ok &= report<true>(up, h, static_cast<size_t>(slots_) * kInter, h_out, x_, kTop);
+    ok &= report<true>("ring", [&] { launch<true>(up); }, h, h_out, x_, kTop);
     // Down: from that h (the native arm re-quantizes it: here P = 1 rounds it to bf16 in
     // the planes; the reference takes the same rounded values).
     std::vector<float> h_in = h_out;
@@ -198,7 +211,8 @@ class Case {
     const GemmArgs down{ex_.table, tiles_, tiles_ + tl_.tiles, hb, slots_ * kInter / kGroup, 1, kHidden, kInter, y,
                         wt, kLimit};
     std::vector<float> y_out;
-    ok &= report<false>(down, y, static_cast<size_t>(slots_) * kHidden, y_out, h_in, 1);
+    ok &= report<false>("ring", [&] { launch<false>(down); }, y, y_out, h_in, 1);
+    if (planes_ == 1) ok &= run_fp4(x, wt, h, y);
     for (void* p : {static_cast<void*>(x), static_cast<void*>(wt), static_cast<void*>(h), static_cast<void*>(y),
                     static_cast<void*>(xb), static_cast<void*>(hb), static_cast<void*>(h_dev)})
       DSV4_CUDA_CHECK(cudaFree(p));
@@ -224,27 +238,106 @@ class Case {
       launch_expert_gemm<Up, 3>(a, items, sms_, nullptr);
   }
 
-  // Times the kernel, checks it against the reference on sampled outputs and a fresh
-  // launch against the timed ones bit for bit; its outputs into `got`.
-  template <bool Up>
-  bool report(const GemmArgs& a, float* out, size_t n, std::vector<float>& got, const std::vector<float>& in,
-              int act_div) {
+  // The fp4 arm (P = 1 cases): x and h by act_fp16_rows, both projections on the relaid
+  // experts, each against the reference (from the dequantized activations) and the decode
+  // fp4 kernel's bits. h / y: the ring's buffers, reused.
+  bool run_fp4(const float* x, const float* wt, float* h, float* y) {
+    const int32_t* sel = device_copy(sel_);
+    auto* xq = device_alloc<__half>(static_cast<size_t>(rows_) * kHidden);
+    auto* xs = device_alloc<float>(static_cast<size_t>(rows_) * kHidden / kChunk);
+    auto* hq = device_alloc<__half>(static_cast<size_t>(slots_) * kInter);
+    auto* hs = device_alloc<float>(static_cast<size_t>(slots_) * kInter / kChunk);
+    cuda::act_fp16_rows(x, rows_, kHidden, xq, xs, nullptr);
+    cuda::Fp4GemmArgs a{ex_.frag->table(), tiles_, tiles_ + tl_.tiles, nullptr, tl_.tiles, xq, xs, kTop, kInter,
+                        kHidden,           h,      wt,                  kLimit};
+    std::vector<float> h_out, y_out;
+    const std::vector<float> h_decode = decode_fp4(2, a, sel);
+    bool ok = report<true>("fp4", [&] { cuda::launch_expert_fp4_gemm(true, ex_.nv, a, device_, nullptr); }, h, h_out,
+                           dequantized(xq, xs, rows_, kHidden), kTop, &h_decode);
+    cuda::act_fp16_rows(h, slots_, kInter, hq, hs, nullptr);  // from the fp4 arm's own h (§4.23)
+    a.act = hq;
+    a.act_scale = hs;
+    a.act_div = 1;
+    a.m = kHidden;
+    a.k = kInter;
+    a.out = y;
+    const std::vector<float> y_decode = decode_fp4(1, a, sel);
+    ok &= report<false>("fp4", [&] { cuda::launch_expert_fp4_gemm(false, ex_.nv, a, device_, nullptr); }, y, y_out,
+                        dequantized(hq, hs, slots_, kInter), 1, &y_decode);
+    for (const void* p : {static_cast<const void*>(sel), static_cast<const void*>(xq), static_cast<const void*>(xs),
+                          static_cast<const void*>(hq), static_cast<const void*>(hs)})
+      DSV4_CUDA_CHECK(cudaFree(const_cast<void*>(p)));
+    return ok;
+  }
+
+  // The decode fp4 kernel's outputs for a's projection (nw 2 up, 1 down) on the decode
+  // tile list (group_slots), in pieces of 1,024 rows (its list's shared memory).
+  std::vector<float> decode_fp4(int nw, const cuda::Fp4GemmArgs& a, const int32_t* sel) const {
+    constexpr int64_t kPiece = int64_t{1024} * kTop;
+    const int64_t tiles_max = cuda::max_tiles(kPiece, kExperts);
+    const cuda::Tiles t{device_alloc<ExpertW>(static_cast<size_t>(tiles_max)), device_alloc<int32_t>(1),
+                        device_alloc<int32_t>(static_cast<size_t>(tiles_max * cuda::kMmaCols))};
+    float* out = device_alloc<float>(static_cast<size_t>(slots_ * a.m));
+    for (int64_t s0 = 0; s0 < slots_; s0 += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, slots_ - s0));
+      const int64_t row0 = s0 / a.act_div;  // the piece's first activation row (s0 a multiple of kTop)
+      cuda::group_slots(sel + s0, n, ex_.table, kExperts, t, nullptr);
+      const cuda::FragArgs f{cuda::MmaArgs{t, nullptr, a.act_div, a.m, a.k, out + s0 * a.m, a.wt + s0, a.limit},
+                             sel + s0, a.experts, a.act + row0 * a.k, a.act_scale + row0 * (a.k / kChunk)};
+      cuda::launch_expert_fp4(nw, ex_.nv, cuda::kFragRing, f, cuda::max_tiles(n, kExperts), device_, nullptr);
+    }
+    std::vector<float> got = download(out, static_cast<size_t>(slots_ * a.m));
+    for (void* p : {static_cast<void*>(t.w), static_cast<void*>(t.count), static_cast<void*>(t.slot),
+                    static_cast<void*>(out)})
+      DSV4_CUDA_CHECK(cudaFree(p));
+    return got;
+  }
+
+  // act_fp16_rows' values q s back in K order (expert_fp4.cuh: element 16 st + slot of a
+  // chunk sits at 32 t + 4 st + 2 (slot / 8) + slot % 2, t = (slot % 8) / 2): exact.
+  static std::vector<float> dequantized(const __half* q, const float* s, int64_t rows, int64_t K) {
+    const std::vector<__half> qh = download(q, static_cast<size_t>(rows * K));
+    const std::vector<float> sh = download(s, static_cast<size_t>(rows * K / kChunk));
+    std::vector<float> out(qh.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < K / kChunk; ++c)
+        for (int e = 0; e < kChunk; ++e) {
+          const int st = e / 16, slot = e % 16, at = (slot % 8) / 2 * 32 + st * 4 + (slot / 8) * 2 + slot % 2;
+          const size_t base = static_cast<size_t>(r * K + c * kChunk);
+          out[base + e] = __half2float(qh[base + at]) * sh[static_cast<size_t>(r * (K / kChunk) + c)];
+        }
+    return out;
+  }
+
+  // Times launch() (the projection Up of `arm`), checks its outputs against the reference
+  // on sampled outputs, a fresh launch against the timed ones bit for bit and, given
+  // `decode`, against the decode fp4 kernel's bits; its outputs into `got`.
+  template <bool Up, class Launch>
+  bool report(const char* arm, Launch launch, float* out, std::vector<float>& got, const std::vector<float>& in,
+              int act_div, const std::vector<float>* decode = nullptr) {
+    const int64_t m = Up ? kInter : kHidden, k = Up ? kHidden : kInter;
+    const size_t n = static_cast<size_t>(slots_ * m);
     DSV4_CUDA_CHECK(cudaMemset(out, 0xFF, n * sizeof(float)));  // NaN: an output never written fails
-    const float us = dev::time_launches([&] { launch<Up>(a); }, reps_, nullptr);
+    const float us = dev::time_launches(launch, reps_, nullptr);
     got = download(out, n);
-    const dev::Closeness c = closeness(reference<Up>(a, in, act_div), sampled<Up>(a, got));
-    const double flops = 2.0 * double(slots_) * double(a.m) * double(a.k) * (Up ? 2 : 1);
+    const dev::Closeness c = closeness(reference<Up>(m, k, in, act_div), sampled(m, got));
+    const double flops = 2.0 * double(slots_) * double(m) * double(k) * (Up ? 2 : 1);
     const Fp4W& w0 = ex_.host[0].w1;
     const Fp4W& w2 = ex_.host[0].w2;
     const double bytes = double(used_experts_) * (Up ? 2 * Experts::bytes(w0, kInter) : Experts::bytes(w2, kHidden));
     bool ok = c.within(kTolerance);
     DSV4_CUDA_CHECK(cudaMemset(out, 0xFF, n * sizeof(float)));
-    launch<Up>(a);
+    launch();
     const bool same = std::memcmp(got.data(), download(out, n).data(), n * sizeof(float)) == 0;
-    ok &= same;
-    std::printf("  %-4s %9.1f us %7.1f TFLOP/s %7.1f GB/s  ref rel_l2 %.1e max_norm %.1e %s %s\n", Up ? "up" : "down", us,
-                flops / us / 1e6, bytes / us / 1e3, c.rel_l2, c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE",
-                same ? "=again" : "DIFFERS-FROM-AGAIN");
+    const bool as_decode = !decode || std::memcmp(got.data(), decode->data(), n * sizeof(float)) == 0;
+    ok &= same && as_decode;
+    float& ring = ring_us_[Up ? 0 : 1];
+    if (!decode) ring = us;
+    std::printf("  %-4s %-4s %9.1f us %7.1f TFLOP/s %5.2f TB/s  ref rel_l2 %.1e max_norm %.1e %s %s", Up ? "up" : "down",
+                arm, us, flops / us / 1e6, bytes / us / 1e6, c.rel_l2, c.max_norm,
+                c.within(kTolerance) ? "ok" : "OVER-TOLERANCE", same ? "=again" : "DIFFERS-FROM-AGAIN");
+    if (decode) std::printf(" %s  ring/fp4 %.2fx", as_decode ? "=decode" : "DIFFERS-FROM-DECODE", ring / us);
+    std::printf("\n");
     return ok;
   }
 
@@ -256,18 +349,17 @@ class Case {
         out.emplace_back((slots_ - 1) * i / (kSampleSlots - 1), (m - 1) * ((j * 37) % kSampleRows) / (kSampleRows - 1));
     return out;
   }
-  template <bool Up>
-  std::vector<double> sampled(const GemmArgs& a, const std::vector<float>& got) const {
+  std::vector<double> sampled(int64_t m, const std::vector<float>& got) const {
     std::vector<double> out;
-    for (const auto& [s, r] : samples(a.m)) out.push_back(got[static_cast<size_t>(s * a.m + r)]);
+    for (const auto& [s, r] : samples(m)) out.push_back(got[static_cast<size_t>(s * m + r)]);
     return out;
   }
   template <bool Up>
-  std::vector<double> reference(const GemmArgs& a, const std::vector<float>& in, int act_div) const {
+  std::vector<double> reference(int64_t m, int64_t k, const std::vector<float>& in, int act_div) const {
     std::vector<double> out;
-    for (const auto& [s, r] : samples(a.m)) {
+    for (const auto& [s, r] : samples(m)) {
       const ExpertW& e = ex_.host[static_cast<size_t>(sel_[static_cast<size_t>(s)])];
-      const float* act = in.data() + (s / act_div) * a.k;
+      const float* act = in.data() + (s / act_div) * k;
       if constexpr (Up)
         out.push_back(swiglu_ref(dot(weight_row(e.w1, r), act), dot(weight_row(e.w3, r), act), wt_[static_cast<size_t>(s)]));
       else
@@ -277,13 +369,14 @@ class Case {
   }
 
   const Experts& ex_;
-  int rows_, planes_, reps_, sms_;
+  int rows_, planes_, reps_, sms_, device_ = 0;
   std::vector<int32_t> sel_;
   int64_t slots_ = 0;
   TileList tl_;
   int32_t* tiles_ = nullptr;
   int used_experts_ = 0;
   std::vector<float> x_, wt_;
+  float ring_us_[2] = {};  // the ring kernel's last up / down time
 };
 
 int run(int argc, char** argv) {

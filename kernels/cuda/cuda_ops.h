@@ -225,8 +225,8 @@ class CudaOps final : public Ops {
   void check_grouping(const BlockWeights& b, int64_t slots) const;
   // The routed experts of `rows` rows in passes of up to 256, each pass combined with the
   // shared expert's output sh [rows, hidden] into out (moe.cu): on the shipped kernel (the
-  // bf16 arm, `kernel`'s variant) or the fragment kernel (the native arm; moe and, until
-  // a prefill kernel on the fragment layout lands, moe_gemm).
+  // bf16 arm, `kernel`'s variant) or the fragment kernel (the native arm). moe's decode
+  // and verify rows; moe_gemm has its own kernels on the same layouts (moe_prefill.cu).
   void routed_shipped(cuda::ExpertKernel kernel, const BlockWeights& b, const ExpertTable& table, const float* x,
                       int rows, const int32_t* sel, const float* wt, int k, float limit, bool act_bf16,
                       const float* sh, float* out);

@@ -3,16 +3,18 @@
 //
 // Work items are the shipped kernel's (moe.cu): item i = (tile i / (m/16), rows 16 (i %
 // (m/16)) ..), a fixed grid of resident blocks walking them. Block = 8 warps; warp w takes
-// the 128-element chunks w, w + 8, ... of K. Each lane streams its own 16-byte code units
-// and its column's activation run, and lanes t = 0 / < 8 the scales, through a per-warp
-// cp.async ring of `ring` slots, ring - 1 chunk steps ahead of the mma, across items. The
-// K order of an output (row, slot), fixed by K alone (never by the row count or the other
-// slots of the tile): within chunk c, NVFP4: its 8 k16 steps chained in the tensor core
-// from zero (A pre-scaled), then acc = fma(s_a 2^14, chunk, acc); MXFP4: each 32-group's 2
-// steps chained from zero, chunk = fma(2^(e-127) 2^14, group, chunk) over the 4 groups,
-// then acc = fma(s_a, chunk, acc); the warp's chunks ascending; the 8 warps' sums added in
-// warp order, times weight_scale_2 (tile_epilogue). The shipped kernel instead chains
-// every mma of a warp (bf16, scales inside the operands) through one accumulator.
+// K's 128-element chunks [w n / 8, (w + 1) n / 8) (partial_chunks). Each lane streams its
+// own 16-byte code units and its column's activation run, and lanes t = 0 / < 8 the
+// scales, through a per-warp cp.async ring of `ring` slots, ring - 1 chunk steps ahead of
+// the mma, across items. The K order of an output (row, slot), fixed by K alone (never by
+// the row count or the other slots of the tile): within chunk c, NVFP4: its 8 k16 steps
+// chained in the tensor core from zero (A pre-scaled), then acc = fma(s_a 2^14, chunk,
+// acc); MXFP4: each 32-group's 2 steps chained from zero, chunk = fma(2^(e-127) 2^14,
+// group, chunk) over the 4 groups, then acc = fma(s_a, chunk, acc); the warp's chunks
+// ascending; the 8 warps' sums added in warp order, times weight_scale_2 (tile_epilogue).
+// So K is walked ascending and the prefill kernel (expert_fp4_gemm.cu) keeps this order
+// with one running partial per output. The shipped kernel instead chains every mma of a
+// warp (bf16, scales inside the operands) through one accumulator.
 #include "kernels/cuda/expert_fp4.cuh"
 
 #include <cuda_runtime.h>
@@ -154,7 +156,8 @@ __device__ inline const int32_t* item_tile(const FragArgs& a, int64_t i, int64_t
 }
 
 // A warp's copies, ring - 1 (item, chunk) steps ahead of its mma, in the order the kernel
-// consumes them: items blockIdx.x, + gridDim.x, ..., in each the chunks warp, warp + 8, ...
+// consumes them: items blockIdx.x, + gridDim.x, ..., in each the warp's chunks ascending
+// (consecutive: a lane's next code units are the next 1 KiB of its rows' units).
 // A zero column's activation run and scale are stored as zeros (so the mma never needs to
 // know which columns live). A warp with no chunk copies nothing; past the last step a
 // commit group is empty.
@@ -162,8 +165,8 @@ template <int NW, bool NV>
 struct FragFeeder {
   using Scales = typename FragSlot<NV>::Scales;
   int64_t m_tiles, items, item;
-  int chunks, c = 0;
-  // The next step's sources (advanced by one step of the warp, 8 chunks, after each copy):
+  int chunks, c = 0, c_end;  // the next step's chunk; the warp's range ends at c_end
+  // The next step's sources (advanced by one chunk after each copy):
   const uint4* codes[kSets];         // the lane's first unit of the chunk's rows
   const Scales* scales[kSets];       // lane group g's scales of the chunk (read by lane 4g)
   const __half* act = nullptr;       // column g's activation run + 32t (null: a zero column)
@@ -171,11 +174,12 @@ struct FragFeeder {
   __device__ FragFeeder(const FragArgs& a, int64_t m_tiles_, int64_t items_, int chunks_)
       : m_tiles(m_tiles_), items(items_), item(items_), chunks(chunks_) {
     const int warp = threadIdx.x / kWarp;
-    if (warp < chunks) enter(a, blockIdx.x);
+    c_end = partial_chunks(warp + 1, chunks);
+    if (partial_chunks(warp, chunks) < c_end) enter(a, blockIdx.x);
   }
   __device__ void enter(const FragArgs& a, int64_t i) {
     item = i;
-    c = threadIdx.x / kWarp;
+    c = partial_chunks(threadIdx.x / kWarp, chunks);
     if (item >= items) return;
     const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
     Fp4Frag w[NW];
@@ -211,15 +215,15 @@ struct FragFeeder {
         copy_ca<4>(&slot.act_scale[lane], act_scale);
       else if (lane < 8)
         slot.act_scale[lane] = 0.0f;
-      if (c + kWarps < chunks) {
-        c += kWarps;
+      if (c + 1 < c_end) {
+        ++c;
 #pragma unroll
         for (int j = 0; j < kSets; ++j) {
-          codes[j] += kWarps * kUnits * kWarp;
-          scales[j] += kWarps * 8;
+          codes[j] += kUnits * kWarp;
+          scales[j] += 8;
         }
-        if (act) act += kWarps * kChunk;
-        if (act_scale) act_scale += kWarps;
+        if (act) act += kChunk;
+        if (act_scale) ++act_scale;
       } else {
         enter(a, item + gridDim.x);
       }
@@ -230,16 +234,11 @@ struct FragFeeder {
 
 // acc[j] += chunk's products (A set j) from `in`: lane (g, t)'s A registers (its code
 // units, its scales), B of column g, D columns 2t, 2t + 1 times their activation scales
-// (and 2^14 for NVFP4: the placement's 2^-14; MXFP4 has it in its block scale).
+// (expert_fp4.cuh frag_step_pair, frag_pair_mma, frag_chunk_scaled).
 template <bool NV>
 __device__ inline void frag_chunk(const FragSlot<NV>& in, float (&acc)[kSets][4]) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  constexpr float kUnplace = NV ? 16384.0f : 1.0f;
-  float chunk[kSets][4];
-#pragma unroll
-  for (int j = 0; j < kSets; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) chunk[j][i] = 0.0f;
+  const int lane = threadIdx.x % kWarp, g = lane / 4;
+  float chunk[kSets][4] = {};
   typename FragSlot<NV>::Scales sc[kSets];
 #pragma unroll
   for (int j = 0; j < kSets; ++j) sc[j] = in.scales[j][g];
@@ -252,41 +251,11 @@ __device__ inline void frag_chunk(const FragSlot<NV>& in, float (&acc)[kSets][4]
     for (int p = 0; p < 2; ++p) {  // steps 4u + 2p, 4u + 2p + 1: one activation load
       const uint4 bv = in.act[2 * u + p][lane];
 #pragma unroll
-      for (int j = 0; j < kSets; ++j) {
-        float d[4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int q = 2 * p + h, st = 4 * u + q;
-          const uint32_t word = q == 0 ? units[j].x : q == 1 ? units[j].y : q == 2 ? units[j].z : units[j].w;
-          uint32_t a[4];
-          e2m1x8_frag_to_f16x2(word, a);
-          const uint32_t b0 = h ? bv.z : bv.x, b1 = h ? bv.w : bv.y;
-          if constexpr (NV) {
-            const uint32_t pair = (st < 4 ? (st < 2 ? sc[j].x : sc[j].y) : (st < 6 ? sc[j].z : sc[j].w));
-            nvfp4_scaled(static_cast<uint16_t>(pair >> (16 * (st % 2))), a);
-            mma_m16n8k16_f16(chunk[j], a, b0, b1);
-          } else if (h == 0) {
-            mma_m16n8k16_f16<true>(d, a, b0, b1);
-          } else {
-            mma_m16n8k16_f16(d, a, b0, b1);
-            // group r = 2u + p: codes of rows g, g + 8 at bytes 2r, 2r + 1 of the lane's 8
-            const uint32_t word_r = u == 0 ? sc[j].x : sc[j].y;
-            const float sg = p == 0 ? mxfp4_scale<0>(word_r) : mxfp4_scale<16>(word_r);
-            const float sg8 = p == 0 ? mxfp4_scale<8>(word_r) : mxfp4_scale<24>(word_r);
-            chunk[j][0] = __fmaf_rn(sg, d[0], chunk[j][0]);
-            chunk[j][1] = __fmaf_rn(sg, d[1], chunk[j][1]);
-            chunk[j][2] = __fmaf_rn(sg8, d[2], chunk[j][2]);
-            chunk[j][3] = __fmaf_rn(sg8, d[3], chunk[j][3]);
-          }
-        }
-      }
+      for (int j = 0; j < kSets; ++j) frag_pair_mma<NV>(frag_step_pair<NV>(units[j], sc[j], u, p), bv, chunk[j]);
     }
   }
-  const float sa[2] = {in.act_scale[2 * t] * kUnplace, in.act_scale[2 * t + 1] * kUnplace};
 #pragma unroll
-  for (int j = 0; j < kSets; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc[j][i] = __fmaf_rn(sa[i % 2], chunk[j][i], acc[j][i]);
+  for (int j = 0; j < kSets; ++j) frag_chunk_scaled<NV>(in.act_scale, chunk[j], acc[j]);
 }
 
 // part: the 8 warps' accumulators of one item (two sets).
@@ -322,7 +291,7 @@ __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
 #pragma unroll 1
-    for (int c = warp; c < chunks; c += kWarps) {
+    for (int c = partial_chunks(warp, chunks); c < partial_chunks(warp + 1, chunks); ++c) {
       wait_copies<S - 2>();
       __syncwarp();  // the lanes' copies of this slot landed; every lane is past the previous one
       feed.step(a, ring[(slot + S - 1) % S]);

@@ -1,9 +1,11 @@
 // The fragment-layout FP4 expert path of the MoE (MODEL.md §4.23, native arm: e4m3
-// activations; CHECKPOINT.md §3.5-§3.7): the engine's native arm (CudaOps::moe and, until
-// a prefill kernel on this layout lands, moe_gemm: moe.cu routed_fragment, which relays a
-// layer's experts in place at its table's first build); the bf16 arm keeps the shipped
-// kernel (moe.cu expert_mma_kernel) on the checkpoint layout. The dev bench
-// (bench/dev/moe_variants.cu, arms "fp4 R*") times it on relaid copies (FragExperts).
+// activations; CHECKPOINT.md §3.5-§3.7): the engine's native arm, CudaOps::moe (decode and
+// verify: moe.cu routed_fragment, on the table CudaOps::expert_table relays in place at
+// its first build) and, through the prefill kernel on the same layout (expert_fp4_gemm.cuh,
+// whose outputs equal this kernel's bit for bit), CudaOps::moe_gemm; the bf16 arm keeps
+// the shipped kernels (moe.cu expert_mma_kernel, expert_gemm.cuh) on the checkpoint
+// layout. The dev benches time both on relaid copies (FragExperts): bench/dev/
+// moe_variants.cu (arms "fp4 R*") and moe_prefill_variants.cu (the "fp4" lines).
 //
 // Each projection W [M, K] is re-laid out once, on the device, into the order of the
 // mma.m16n8k16 A fragments (relayout_fp4, same byte size), so one 16-byte load of a lane
@@ -105,6 +107,11 @@ class FragExperts {
   ExpertFrag* table_ = nullptr;
 };
 
+// The K split of an output's sum (docs/numerics.md "MoE experts"): partial w of kKWarps
+// sums the 128-chunks [partial_chunks(w), partial_chunks(w + 1)) of K's n, ascending (the
+// decode kernel's warp w; empty when n < 8), and the partials are added in order.
+__host__ __device__ constexpr int partial_chunks(int w, int n) { return w * n / kKWarps; }
+
 // ---- the decode of one word and the mma ----
 
 // The 8 codes of word w (fragment layout) as the f16x2 registers a_0 .. a_3: the fp16 with
@@ -161,6 +168,67 @@ __device__ inline void mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4], u
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// ---- one 128-chunk of a lane (the decode and the prefill kernel) ----
+
+// Lane (g, t)'s A registers of steps 4u + 2p and 4u + 2p + 1 of a chunk from its code unit
+// u (`unit`, words 2p and 2p + 1), NVFP4 times their block scales (sc: the lane group's 16
+// bytes of the chunk), and MXFP4's scales of the pair's 32-group 2u + p (sc: its 8 bytes),
+// rows g (sg) and g + 8 (sg8).
+struct FragPair {
+  uint32_t a[2][4];
+  float sg = 1.0f, sg8 = 1.0f;
+};
+template <bool NV, class Scales>
+__device__ inline FragPair frag_step_pair(const uint4& unit, const Scales& sc, int u, int p) {
+  FragPair f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int q = 2 * p + h, st = 4 * u + q;
+    e2m1x8_frag_to_f16x2(q == 0 ? unit.x : q == 1 ? unit.y : q == 2 ? unit.z : unit.w, f.a[h]);
+    if constexpr (NV) {
+      const uint32_t pair = st < 4 ? (st < 2 ? sc.x : sc.y) : (st < 6 ? sc.z : sc.w);
+      nvfp4_scaled(static_cast<uint16_t>(pair >> (16 * (st % 2))), f.a[h]);
+    }
+  }
+  if constexpr (!NV) {  // group r = 2u + p: codes of rows g, g + 8 at bytes 2r, 2r + 1
+    const uint32_t word_r = u == 0 ? sc.x : sc.y;
+    f.sg = p == 0 ? mxfp4_scale<0>(word_r) : mxfp4_scale<16>(word_r);
+    f.sg8 = p == 0 ? mxfp4_scale<8>(word_r) : mxfp4_scale<24>(word_r);
+  }
+  return f;
+}
+
+// chunk (+)= the pair's products with B registers bv (step 4u + 2p: x, y; the next: z, w):
+// NVFP4 chained in the tensor core; MXFP4 the group's two steps from zero, then chunk =
+// fma(group scale, group sum, chunk).
+template <bool NV>
+__device__ inline void frag_pair_mma(const FragPair& f, const uint4& bv, float (&chunk)[4]) {
+  if constexpr (NV) {
+    mma_m16n8k16_f16(chunk, f.a[0], bv.x, bv.y);
+    mma_m16n8k16_f16(chunk, f.a[1], bv.z, bv.w);
+  } else {
+    float d[4];
+    mma_m16n8k16_f16<true>(d, f.a[0], bv.x, bv.y);
+    mma_m16n8k16_f16(d, f.a[1], bv.z, bv.w);
+    chunk[0] = __fmaf_rn(f.sg, d[0], chunk[0]);
+    chunk[1] = __fmaf_rn(f.sg, d[1], chunk[1]);
+    chunk[2] = __fmaf_rn(f.sg8, d[2], chunk[2]);
+    chunk[3] = __fmaf_rn(f.sg8, d[3], chunk[3]);
+  }
+}
+
+// acc = fma(s_a, chunk, acc) for lane t's D columns 2t, 2t + 1 (act_scale: the n8 tile's 8
+// column scales of the chunk), NVFP4 times 2^14 (the placement's 2^-14; MXFP4 has it in
+// its block scale).
+template <bool NV>
+__device__ inline void frag_chunk_scaled(const float* act_scale, const float (&chunk)[4], float (&acc)[4]) {
+  constexpr float kUnplace = NV ? 16384.0f : 1.0f;
+  const int t = threadIdx.x % 4;
+  const float sa[2] = {act_scale[2 * t] * kUnplace, act_scale[2 * t + 1] * kUnplace};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) acc[i] = __fmaf_rn(sa[i % 2], chunk[i], acc[i]);
 }
 
 // ---- activations ----

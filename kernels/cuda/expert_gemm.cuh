@@ -58,6 +58,19 @@ inline TileList tile_list(const std::vector<int32_t>& sel, int n_experts, int la
   return t;
 }
 
+// The same list built on the device from sel [slots] (moe_prefill.cu: no host round trip
+// per layer): expert [max_tiles], slot [max_tiles * 64], count [1] (the tiles written),
+// counts [n_experts] (scratch). Ids outside [0, n_experts) join no tile.
+struct DeviceTiles {
+  int32_t* expert;
+  int32_t* slot;
+  int32_t* count;
+  int32_t* counts;
+};
+// The most tiles `slots` slots of n_experts experts can need (the device list's bound).
+int64_t max_tiles(int64_t slots, int64_t n_experts);
+void group_tiles(const int32_t* sel, int64_t slots, int n_experts, const DeviceTiles& t, cudaStream_t stream);
+
 inline int64_t padded8(int64_t n) { return (n + 7) / 8 * 8; }
 
 // x [rows, K] f32 -> P bf16 planes [P][rows, K] (cuda::bf16x2_planes), each 8-element group
@@ -97,19 +110,21 @@ __device__ inline int64_t walk_items(const GemmArgs& a, int64_t items, int64_t m
   return a.tile_count ? min(items, int64_t{*a.tile_count} * m_items) : items;
 }
 
-// cp.async (PTX ISA "cp.async") of Bytes (16 by .cg, L2 only; 4 by .ca: .cg takes 16
-// only) global -> shared, zero-filled when !valid. kLine asks L2 for the whole 128-byte
+// cp.async (PTX ISA "cp.async") of Bytes (16 by .cg, L2 only; 8 and 4 by .ca: .cg takes
+// 16 only) global -> shared, zero-filled when !valid. kLine asks L2 for the whole 128-byte
 // line (a cache hint: no value depends on it). Then the group commit and the wait for all
 // but the newest N groups.
 template <int Bytes, bool kLine = false>
 __device__ inline void cp_async(void* dst, const void* src, bool valid) {
-  static_assert(Bytes == 16 || Bytes == 4, "cp.async copies 4, 8 or 16 bytes; the ring uses 16 and 4");
+  static_assert(Bytes == 16 || Bytes == 8 || Bytes == 4, "cp.async copies 4, 8 or 16 bytes");
   const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
   const int n = valid ? Bytes : 0;
   if constexpr (Bytes == 16 && !kLine)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
   else if constexpr (Bytes == 16)
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+  else if constexpr (Bytes == 8)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(n));
   else if constexpr (!kLine)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n));
   else

@@ -520,7 +520,7 @@ void CudaOps::routed_fragment(const BlockWeights& b, const ExpertTable& table, c
     const cuda::FragArgs down{MmaArgs{tiles, nullptr, 1, H, I, ye, nullptr, 0.0f}, sel_c, experts,
                               reinterpret_cast<const __half*>(hq), hs};
     cuda::launch_expert_fp4(1, nv, cuda::kFragRing, down, tiles_max, device_, stream_);
-    join_lines();  // the shared expert's sh (moe)
+    join_lines();  // the shared expert's sh
     cuda::combine_experts(ye, sh + row0 * H, sel_c, n_rows, k, static_cast<int>(H), n_experts, out + row0 * H,
                           stream_);
   }

@@ -177,15 +177,15 @@ void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a
 // experts null the tiles' w is not written (the fragment kernel reads sel instead).
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
                  cudaStream_t stream);
-// The grid of a work-list kernel: the blocks of `kKernel` (kExpertThreads threads, kSmem
-// bytes of dynamic shared memory) that fit on the device at once (its occupancy, a
-// property of the compiled kernel, asked once), at most `items`.
-template <auto kKernel, size_t kSmem>
+// The grid of a work-list kernel: the blocks of `kKernel` (kThreads threads, kSmem bytes
+// of dynamic shared memory) that fit on the device at once (its occupancy, a property of
+// the compiled kernel, asked once), at most `items`.
+template <auto kKernel, size_t kSmem, int kThreads = kExpertThreads>
 int64_t resident_grid(int64_t items, int device) {
   static const int per_sm = [] {
     DSV4_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
     int n = 0;
-    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, kExpertThreads, kSmem));
+    DSV4_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kKernel, kThreads, kSmem));
     return n;
   }();
   int sms = 0;

@@ -9,19 +9,21 @@
 // runs as dense GEMMs (linear_fp8_gemm); the combine adds each row's experts in ascending
 // id, then the shared expert, as the CPU reference (every output written once, no atomics).
 //
-// This GEMM path serves the bf16 expert arm, whose experts keep the checkpoint layout; the
-// native arm's are relaid into the fragment layout at load (CudaOps::expert_table), so its
-// routed experts run decode's fragment path (CudaOps::routed_fragment) in passes of 256
-// rows until a prefill kernel on that layout lands, and only its shared expert takes the
-// GEMMs here.
+// This GEMM serves the bf16 expert arm, whose experts keep the checkpoint layout; the
+// native arm's are relaid into the fragment layout at load (CudaOps::expert_table), and its
+// routed experts run the fragment-layout prefill kernel (expert_fp4_gemm.cuh,
+// routed_fp4_gemm) on the same device-built tile list. Both arms share the tile list, the
+// shared expert's GEMMs and the combine.
 //
 // Numerics per arm (kernels/ops.h moe_gemm; docs/numerics.md "The prefill GEMMs"): the
 // routed experts compute what `moe` computes, bit for bit — the bf16 arm: the same exact
 // products (e2m1 x block scale x bf16-rounded activations, or f32 as three exact planes)
 // and, for every output column, the same f32 order: chunk c into partial c % 8 (chunks
 // ascending, the mma chained), the 8 partials added in order, then NVFP4's scale_2; the
-// native arm: decode's own kernel. Only the shared expert's GEMM order differs from decode
-// (law 2). The bf16 arm's expert kernel is expert_gemm.cuh's.
+// native arm: the decode fragment kernel's products and order (partial w over the
+// contiguous chunks [w n / 8, (w + 1) n / 8), expert_fp4_gemm.cu). Only the shared
+// expert's GEMM order differs from decode (law 2). The bf16 arm's expert kernel is
+// expert_gemm.cuh's.
 #include <cub/block/block_scan.cuh>
 #include <cuda_bf16.h>
 
@@ -32,6 +34,7 @@
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/expert_fp4_gemm.cuh"
 #include "kernels/cuda/expert_gemm.cuh"
 
 namespace dsv4 {
@@ -42,12 +45,6 @@ using cuda::prefill_moe::kTileSlots;
 constexpr int kGroupThreads = 256;
 constexpr int kGroupPer = 4;  // consecutive slots per thread and pass of group_tiles_kernel
 using GroupScan = cub::BlockScan<int, kGroupThreads>;
-
-// The most tiles `slots` slots of n_experts experts can need: sum_e ceil(c_e / 64) <=
-// floor((slots + 63 * distinct) / 64), and never more than one per slot.
-int64_t max_tiles(int64_t slots, int64_t n_experts) {
-  return std::min(slots, (slots + (kTileSlots - 1) * std::min(slots, n_experts)) / kTileSlots);
-}
 
 // Block e: counts[e] = the slots that select expert e.
 __global__ void __launch_bounds__(kGroupThreads) count_slots_kernel(const int32_t* sel, int64_t slots,
@@ -100,6 +97,23 @@ __global__ void __launch_bounds__(kGroupThreads) group_tiles_kernel(const int32_
 
 }  // namespace
 
+namespace cuda::prefill_moe {
+
+// sum_e ceil(c_e / 64) <= floor((slots + 63 * distinct) / 64), and never more than one per slot.
+int64_t max_tiles(int64_t slots, int64_t n_experts) {
+  return std::min(slots, (slots + (kTileSlots - 1) * std::min(slots, n_experts)) / kTileSlots);
+}
+
+void group_tiles(const int32_t* sel, int64_t slots, int n_experts, const DeviceTiles& t, cudaStream_t stream) {
+  count_slots_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream>>>(sel, slots, t.counts);
+  DSV4_CUDA_LAUNCH_CHECK();
+  group_tiles_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream>>>(sel, slots, t.counts, t.expert,
+                                                                                     t.slot, t.count);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace cuda::prefill_moe
+
 void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                        int k, float swiglu_limit, const Numerics& num, float* out) {
   using namespace cuda::prefill_moe;
@@ -115,28 +129,31 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   activate();
   const int64_t S = static_cast<int64_t>(rows) * k, H = hidden, I = inter, Is = shared_inter;
   // The tile list [T] experts, [T * 64] slots, the count, then [n_experts] counts; T the
-  // bound (max_tiles): the expert kernel's grids are sized from it and its blocks walk
-  // the items of the count the device wrote. The native arm's routed experts need none of
-  // the GEMM's parts (routed_fragment takes its own scratch).
-  const int64_t T = native ? 0 : max_tiles(S, n_experts);
+  // bound (max_tiles): the expert kernels' grids are sized from it and their blocks walk
+  // the items of the count the device wrote.
+  const int64_t T = max_tiles(S, n_experts);
 
   // Activation planes (the bf16 arm): bf16-rounded activations are bf16-exact (one
   // plane); f32 activations take three, so every product stays exact (moe.cu).
   const int P = num.act_bf16() ? 1 : 3;
-  const int64_t R = native ? 0 : 1;  // the GEMM path's parts, or none
-  // Scratch (floats, each part 32-byte aligned): h and y [S, I] / [S, H], the planes of x
-  // and of h, the shared expert's gate / up / h [rows, Is] and out.
-  const int64_t sizes[] = {R * S * I, R * S * H, R * P * rows * H / 2, R * P * S * I / 2,
-                           rows * Is, rows * Is, rows * Is, rows * H, R * (T * (1 + kTileSlots) + 1 + n_experts)};
+  const int64_t R = native ? 0 : 1;  // the bf16 arm's GEMM parts, or none
+  // Scratch (floats, each part 32-byte aligned): the slots' expert outputs y [S, H]; the
+  // bf16 arm's h [S, I] and planes of x and of h; the native arm's routed_fp4_gemm scratch
+  // (its e4m3 activations and h); the shared expert's gate / up / h [rows, Is] and out;
+  // the tile list.
+  const int64_t sizes[] = {S * H, R * S * I, R * P * rows * H / 2, R * P * S * I / 2,
+                           native ? cuda::routed_fp4_gemm_scratch(rows, k, H, I) : 0,
+                           rows * Is, rows * Is, rows * Is, rows * H, T * (1 + kTileSlots) + 1 + n_experts};
   int64_t total = 0;
   for (int64_t n : sizes) total += padded8(n);
   float* base = scratch_f32(Slot::f32_b, static_cast<size_t>(total));
   auto take = [&base](int64_t n) { return std::exchange(base, base + padded8(n)); };
-  float *h = take(sizes[0]), *y = take(sizes[1]);
+  float *y = take(sizes[0]), *h = take(sizes[1]);
   auto* xb = reinterpret_cast<uint4*>(take(sizes[2]));
   auto* hb = reinterpret_cast<uint4*>(take(sizes[3]));
-  float *sg = take(sizes[4]), *su = take(sizes[5]), *sh_h = take(sizes[6]), *sh = take(sizes[7]);
-  auto* tiles = reinterpret_cast<int32_t*>(take(sizes[8]));  // int32 parts in float-sized words
+  float* fp4_scratch = take(sizes[4]);
+  float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
+  auto* tiles = reinterpret_cast<int32_t*>(take(sizes[9]));  // int32 parts in float-sized words
 
   // §4.24: the shared expert, L-bf16 in every arm, unweighted.
   const bool shared_act = num.act_bf16();
@@ -145,42 +162,38 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   cuda::shared_swiglu(sg, su, rows, shared_inter, swiglu_limit, sh_h, stream_);
   linear_fp8_gemm(b.shared_w2, sh_h, rows, shared_act, sh);
 
-  if (native) {
-    // The native arm's experts are in the fragment layout (CudaOps::expert_table), which
-    // the ring GEMM below cannot read: decode's fragment path in passes of 256 rows, so a
-    // prefill row's routed sum is decode's bit for bit. The one call site a prefill kernel
-    // on the fragment layout replaces.
-    routed_fragment(b, table, x, rows, sel, wt, k, swiglu_limit, sh, out);
-    return;
-  }
-  const auto* experts = static_cast<const cuda::ExpertW*>(table.table.ptr);
   int32_t *tile_slot = tiles + T, *tile_count = tile_slot + T * kTileSlots, *counts = tile_count + 1;
-  count_slots_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream_>>>(sel, S, counts);
-  DSV4_CUDA_LAUNCH_CHECK();
-  group_tiles_kernel<<<static_cast<unsigned>(n_experts), kGroupThreads, 0, stream_>>>(sel, S, counts, tiles,
-                                                                                      tile_slot, tile_count);
-  DSV4_CUDA_LAUNCH_CHECK();
-
-  // One projection family over every tile: bf16 planes of `in` [n_in, K], then the kernel.
-  auto project = [&](auto up, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,
-                     float* o) {
-    constexpr bool Up = decltype(up)::value;
-    const int64_t groups = n_in * K / kGroup;
-    const GemmArgs args{experts, tiles, tile_slot, planes, groups, act_div, m, K, o, wt, swiglu_limit, tile_count};
-    const int64_t items = T * ((m + kItemRows<Up> - 1) / kItemRows<Up>);  // at most
-    auto run = [&](auto plane_count) {
-      constexpr int Pc = decltype(plane_count)::value;
-      bf16_planes_kernel<Pc><<<cuda::blocks_for(groups, kThreads), kThreads, 0, stream_>>>(in, groups, planes);
-      DSV4_CUDA_LAUNCH_CHECK();
-      launch_expert_gemm<Up, Pc>(args, items, sm_count_, stream_);
+  group_tiles(sel, S, n_experts, DeviceTiles{tiles, tile_slot, tile_count, counts}, stream_);
+  if (native) {
+    // The fragment layout (CudaOps::expert_table relaid it in place): §4.9 activations of
+    // x, up + SwiGLU, h re-quantized, down (expert_fp4_gemm.cuh).
+    const cuda::RoutedFp4Gemm routed{static_cast<const cuda::ExpertFrag*>(table.table.ptr),
+                                     b.experts.front().w1.recipe == ExpertRecipe::nvfp4,  // every expert's
+                                     tiles, tile_slot, tile_count, T, x, rows, k, H, I, wt, swiglu_limit};
+    cuda::routed_fp4_gemm(routed, fp4_scratch, y, device_, stream_);
+  } else {
+    const auto* experts = static_cast<const cuda::ExpertW*>(table.table.ptr);
+    // One projection family over every tile: bf16 planes of `in` [n_in, K], then the kernel.
+    auto project = [&](auto up, const float* in, int64_t n_in, int act_div, int64_t m, int64_t K, uint4* planes,
+                       float* o) {
+      constexpr bool Up = decltype(up)::value;
+      const int64_t groups = n_in * K / kGroup;
+      const GemmArgs args{experts, tiles, tile_slot, planes, groups, act_div, m, K, o, wt, swiglu_limit, tile_count};
+      const int64_t items = T * ((m + kItemRows<Up> - 1) / kItemRows<Up>);  // at most
+      auto run = [&](auto plane_count) {
+        constexpr int Pc = decltype(plane_count)::value;
+        bf16_planes_kernel<Pc><<<cuda::blocks_for(groups, kThreads), kThreads, 0, stream_>>>(in, groups, planes);
+        DSV4_CUDA_LAUNCH_CHECK();
+        launch_expert_gemm<Up, Pc>(args, items, sm_count_, stream_);
+      };
+      if (P == 1)
+        run(std::integral_constant<int, 1>{});
+      else
+        run(std::integral_constant<int, 3>{});
     };
-    if (P == 1)
-      run(std::integral_constant<int, 1>{});
-    else
-      run(std::integral_constant<int, 3>{});
-  };
-  project(std::true_type{}, x, rows, k, I, H, xb, h);
-  project(std::false_type{}, h, S, 1, H, I, hb, y);
+    project(std::true_type{}, x, rows, k, I, H, xb, h);
+    project(std::false_type{}, h, S, 1, H, I, hb, y);
+  }
   cuda::combine_experts(y, sh, sel, rows, k, hidden, n_experts, out, stream_);
 }
 

@@ -269,10 +269,40 @@ void check_moe(const MoeShape& s, ExpertRecipe recipe, int rows, const std::vect
   }
 }
 
-TEST_CASE("moe twin: both expert arms, MXFP4 and NVFP4, clamp on and off") {
+// Flash shapes (hidden 4096, inter 2048: 4 / 2 chunks a warp per item), 8 rows: rows 0-3
+// share experts 3, 10 and 99 in other slots, rows 4-7 pick distinct ones, row 7 row 6's
+// in reverse; the shared experts' tiles have 2-4 columns, the others one (7 zero columns).
+std::vector<int32_t> flash_verify_selection() {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < 8; ++t)
+    for (int j = 0; j < kK; ++j) {
+      const int own = (t * 29 + j * 41 + 17) % 256;
+      sel.push_back(t < 4 && j < 3 ? std::array<int32_t, 3>{3, 10, 99}[(t + j) % 3] : own);
+    }
+  std::reverse_copy(sel.begin() + 6 * kK, sel.begin() + 7 * kK, sel.begin() + 7 * kK);
+  return sel;
+}
+
+// 20 rows sharing experts 0 and 9: tiles of 8 columns (and one of 4).
+constexpr int kMany = 20;
+std::vector<int32_t> many_rows_selection() {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < kMany; ++t) {
+    const int32_t own[kK] = {9, (t % 7) + 1, 0, (t % 5) + 10, 8, 15};
+    sel.insert(sel.end(), own, own + kK);
+  }
+  return sel;
+}
+// kRows rows of distinct experts at small widths.
+std::vector<int32_t> small_selection() {
   std::vector<int32_t> sel(kRows * kK);
   for (int t = 0; t < kRows; ++t)
-    for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;  // distinct, unsorted
+    for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;
+  return sel;
+}
+
+TEST_CASE("moe twin: both expert arms, MXFP4 and NVFP4, clamp on and off") {
+  const std::vector<int32_t> sel = small_selection();  // distinct, unsorted
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
     check_moe(kSmall, recipe, kRows, sel, true, recipe == ExpertRecipe::mxfp4 ? 81 : 82);
 }
@@ -288,13 +318,7 @@ TEST_CASE("moe twin: NVFP4 with a weight_scale_2 that is not a power of two (nat
 }
 
 TEST_CASE("moe twin: an expert picked by more rows than one mma tile holds (20 rows share experts 0 and 9)") {
-  constexpr int kMany = 20;
-  std::vector<int32_t> sel(kMany * kK);
-  for (int t = 0; t < kMany; ++t) {
-    const int32_t own[kK] = {9, (t % 7) + 1, 0, (t % 5) + 10, 8, 15};
-    std::copy(own, own + kK, sel.begin() + t * kK);
-  }
-  check_moe(kSmall, ExpertRecipe::mxfp4, kMany, sel, false, 83);
+  check_moe(kSmall, ExpertRecipe::mxfp4, kMany, many_rows_selection(), false, 83);
 }
 
 TEST_CASE("moe: expert widths the mma kernel cannot tile are refused with the layer and widths") {
@@ -364,87 +388,120 @@ TEST_CASE("moe_gemm twin at Flash shapes: 24 rows over 128 of the 256 experts, b
     check_moe_gemm(kFlash, recipe, 24, recipe == ExpertRecipe::mxfp4 ? 94 : 95);
 }
 
-// The prefill MoE's routed experts compute the decode MoE's columns (the same exact
-// products in the same K order, moe_prefill.cu): with the shared expert's output zeroed,
-// moe_gemm's rows equal moe's bit for bit in every arm, and a repeated call gives the same
-// bits; its first `cpu_rows` rows are checked against the CPU reference (row by row
-// independent there) at check_moe's bounds.
-void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host,
-                       uint64_t seed, int cpu_rows) {
-  const int rows = static_cast<int>(sel_host.size()) / kK;
-  Rng rng(seed);
-  Block blk(rng, recipe, false, s);
-  blk.zero_shared_down();
-  const std::vector<float> x_host = rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f);
-  const size_t n = static_cast<size_t>(rows) * s.hidden;
-  for (const auto& [a, num] : arms_for(0.0f)) {
-    Backends b;  // one CudaOps an arm
-    auto [x, sel, wt] = routed_inputs(b, x_host, sel_host);
-    auto gemm = [&, &x = x, &sel = sel, &wt = wt](const Numerics& nm, float limit, float* o) {
-      b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, limit, nm, o);
-    };
-    const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows);
-    PairF out = zeros(b, n), again = zeros(b, n);
-    gemm(num, a.limit, out[kGpu]);
-    const std::vector<float> got = get(b, out, kGpu);
-    check_bitwise(what, gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num), got);
-    gemm(num, a.limit, again[kGpu]);
-    check_bitwise(what + " repeated call", got, get(b, again, kGpu));
-    PairF ref = zeros(b, static_cast<size_t>(cpu_rows) * s.hidden);
-    b.cpu->moe_gemm(blk.w, x[kCpu], cpu_rows, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
-    check_close(what + " vs cpu, first " + std::to_string(cpu_rows) + " rows", get(b, ref, kCpu),
-                std::vector<float>(got.begin(), got.begin() + ref.n), a.rel_l2, a.max_norm);
-  }
-}
-
-// Small widths: K of 1 to 3 chunks (fewer than moe's 8 partials), and hidden 384, which
-// leaves the second 256-row block of the down projection half its warps idle.
-TEST_CASE("moe_gemm equals moe bit for bit: 37 rows at small widths (K of 1-3 chunks), both recipes") {
-  std::vector<int32_t> sel;
-  for (int t = 0; t < 37; ++t)
-    for (int j = 0; j < kK; ++j) sel.push_back((t * 5 + j * 3) % kExperts);  // distinct: 3 is odd to 16
-  for (const MoeShape& s : {kSmall, MoeShape{384, 256, kExperts, kExperts}})
-    for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-      check_gemm_vs_moe(s, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 96 : 97, 37);
-}
-
-// 300 rows at Flash shapes: expert 7 in every row (300 slots: four full 64-slot tiles and
-// one of 44), expert 200 in rows 0-64 (a full tile and one of a single slot), expert 255
-// in row 0 alone, the other slots spread over experts 8-199 (a few slots each). The CPU
-// checks rows 0-3 (~1 s per row and arm at these widths), moe the rest bit for bit.
-TEST_CASE("moe_gemm at Flash shapes, 300 rows: experts over 64 slots and of 1; vs moe bitwise, vs cpu") {
-  constexpr int kLong = 300;
-  Rng pick(98);
-  std::vector<int32_t> sel, pool;
-  for (int e = 8; e < 200; ++e) pool.push_back(e);
-  for (int t = 0; t < kLong; ++t) {
-    std::shuffle(pool.begin(), pool.end(), pick.gen);
-    const int32_t own[kK] = {pool[0], 7, t < 65 ? 200 : pool[1], pool[2], pool[3], t == 0 ? 255 : pool[4]};
-    sel.insert(sel.end(), own, own + kK);
-  }
-  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 99 : 100, 4);
-}
-
-// A 1024-row chunk at Flash shapes, as the prefill benchmark's: expert 3 in every row
-// (16 full tiles), expert 250 in rows 0-64 (a full tile and one of a single slot), the
-// other slots uniform over the rest (tiles of ~24 slots). The CPU checks rows 0-1.
-TEST_CASE("moe_gemm at Flash shapes, 1024 rows: full tiles of 64; vs moe bitwise, vs cpu") {
-  constexpr int kChunkRows = 1024;
-  Rng pick(103);
+// `rows` rows of 6 distinct experts of [0, 256) at Flash shapes (seeded): expert 3 in every
+// row from 64 rows on (full tiles of 64; 300 rows: four and one of 44), expert 250 in rows
+// 0-64 from 300 rows on (a full tile and one of a single slot), the other slots uniform
+// (1,024 rows: tiles of ~24 slots; fewer rows: tiles of one or a few).
+std::vector<int32_t> prefill_selection(int rows, uint64_t seed) {
+  Rng pick(seed);
   std::vector<int32_t> sel, pool;
   for (int e = 0; e < 256; ++e)
     if (e != 3 && e != 250) pool.push_back(e);
-  for (int t = 0; t < kChunkRows; ++t) {
+  for (int t = 0; t < rows; ++t) {
     std::shuffle(pool.begin(), pool.end(), pick.gen);
-    sel.push_back(3);
-    for (int j = 1; j < kK; ++j) sel.push_back(j == 1 && t < 65 ? 250 : pool[j]);
+    for (int j = 0; j < kK; ++j) {
+      int32_t e = pool[j];
+      if (j == 0 && rows >= 64) e = 3;
+      if (j == 1 && rows >= 300 && t < 65) e = 250;
+      sel.push_back(e);
+    }
   }
-  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    check_gemm_vs_moe(kFlash, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 104 : 105, 2);
+  return sel;
 }
 
-// The tile list is built on the device and the expert kernel's grids are sized from its
+// The prefill MoE's routed experts compute the decode MoE's columns (the same exact
+// products in the same K order: the bf16 arm's ring GEMM, moe_prefill.cu; the native arm's
+// fragment-layout GEMM, expert_fp4_gemm.cu): with the shared expert's output zeroed,
+// moe_gemm's rows equal moe's bit for bit in every arm, for each selection of `sels` (rows
+// of kK ids) on one Backends an arm (the layer's table built once), and a repeated call
+// gives the same bits; the first min(rows, cpu_rows) rows are checked against the CPU
+// reference (row by row independent there) at check_moe's bounds. A slot naming no expert
+// (route's -1 for a NaN score, or an id past the experts) joins no tile of the
+// device-built list: its row is NaN, as moe gives it (combine_experts), and every other
+// row keeps moe's bits. scale_2 > 0 as in check_moe.
+void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector<std::vector<int32_t>>& sels,
+                       uint64_t seed, int cpu_rows, float scale_2 = 0.0f) {
+  Rng rng(seed);
+  Block blk(rng, recipe, false, s);
+  blk.set_scale_2(scale_2);
+  blk.zero_shared_down();
+  std::vector<std::vector<float>> xs;
+  for (const std::vector<int32_t>& sel : sels) xs.push_back(rng.normals(sel.size() / kK * s.hidden, 2.0f));
+  for (const auto& [a, num] : arms_for(scale_2)) {
+    Backends b;  // one CudaOps an arm
+    for (size_t i = 0; i < sels.size(); ++i) {
+      const std::vector<int32_t>& sel_host = sels[i];
+      const int rows = static_cast<int>(sel_host.size()) / kK;
+      auto [x, sel, wt] = routed_inputs(b, xs[i], sel_host);
+      const size_t n = static_cast<size_t>(rows) * s.hidden;
+      auto gemm = [&, &x = x, &sel = sel, &wt = wt, &a = a, &num = num] {
+        PairF out = zeros(b, n);
+        b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
+        return get(b, out, kGpu);
+      };
+      const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows);
+      const std::vector<float> got = gemm(), want = gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num);
+      auto row = [&s](const std::vector<float>& v, int t) {
+        return std::vector<float>(v.begin() + static_cast<size_t>(t) * s.hidden,
+                                  v.begin() + static_cast<size_t>(t + 1) * s.hidden);
+      };
+      auto names_none = [&](int t) {
+        return std::any_of(sel_host.begin() + t * kK, sel_host.begin() + (t + 1) * kK,
+                           [&s](int32_t e) { return e < 0 || e >= s.experts; });
+      };
+      bool any_none = false;
+      for (int t = 0; t < rows; ++t) any_none |= names_none(t);
+      if (!any_none) {
+        check_bitwise(what, want, got);
+      } else {
+        for (int t = 0; t < rows; ++t) {
+          if (!names_none(t)) {
+            check_bitwise(what + " row " + std::to_string(t), row(want, t), row(got, t));
+            continue;
+          }
+          INFO(what << " row " << t << " names no expert");
+          const std::vector<float> r = row(got, t);
+          CHECK(std::all_of(r.begin(), r.end(), [](float v) { return std::isnan(v); }));
+        }
+      }
+      check_bitwise(what + " repeated call", got, gemm());
+      const int checked = std::min(rows, cpu_rows);
+      if (checked == 0) continue;
+      PairF ref = zeros(b, static_cast<size_t>(checked) * s.hidden);
+      b.cpu->moe_gemm(blk.w, x[kCpu], checked, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
+      check_close(what + " vs cpu, first " + std::to_string(checked) + " rows", get(b, ref, kCpu),
+                  std::vector<float>(got.begin(), got.begin() + ref.n), a.rel_l2, a.max_norm);
+    }
+  }
+}
+
+// Small widths: K of 1 to 3 chunks (fewer than moe's 8 partials: the native GEMM folds in
+// the empty ranges' +0 as decode's idle warps add it), and hidden 384, which leaves the
+// second 256-row item of the down projection half its warps idle; 37 rows of distinct
+// experts (3 is odd to 16) and 20 rows sharing experts 0 and 9 (tiles of 20 slots); an
+// NVFP4 weight_scale_2 that is no power of two (the native arm). The CPU checks every row.
+TEST_CASE("moe_gemm equals moe bit for bit at small widths: K of 1-3 chunks, idle warps, NVFP4 scale_2; vs cpu") {
+  std::vector<int32_t> sel;
+  for (int t = 0; t < 37; ++t)
+    for (int j = 0; j < kK; ++j) sel.push_back((t * 5 + j * 3) % kExperts);
+  for (const MoeShape& s : {kSmall, MoeShape{384, 256, kExperts, kExperts}})
+    for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+      check_gemm_vs_moe(s, recipe, {sel, many_rows_selection()}, recipe == ExpertRecipe::mxfp4 ? 96 : 97, 37);
+  check_gemm_vs_moe(kSmall, ExpertRecipe::nvfp4, {many_rows_selection()}, 135, kMany, 0.0123f);
+}
+
+// Flash shapes (native up: 32 chunks, 16 items of 128 rows a tile; down: 16 chunks, 16
+// items of 256 rows): 1, 7, 64, 300 and 1,024 rows (prefill_selection: tiles from one slot
+// to 64, many experts; 1,024 is the prefill benchmark's chunk). The CPU checks the first 2
+// rows of each (~1 s a row and arm at these widths), moe every row bit for bit.
+TEST_CASE("moe_gemm at Flash shapes, 1-1024 rows: tiles of 1 to 64 slots; vs moe bitwise, vs cpu") {
+  std::vector<std::vector<int32_t>> sels;
+  for (int rows : {1, 7, 64, 300, 1024}) sels.push_back(prefill_selection(rows, 130 + rows));
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_gemm_vs_moe(kFlash, recipe, sels, recipe == ExpertRecipe::mxfp4 ? 131 : 132, 2);
+}
+
+// The tile list is built on the device and the expert kernels' grids are sized from its
 // bound (moe_prefill.cu max_tiles): 200 rows that all pick experts 0-5 fill 24 tiles of a
 // bound of 34, so at these widths (one item a tile) ten blocks of every launch find no item
 // past the device's count and exit. Moe's bits, the CPU's first rows.
@@ -453,44 +510,17 @@ TEST_CASE("moe_gemm with a tile list far below its bound (6 experts for 200 rows
   for (int t = 0; t < 200; ++t)
     for (int j = 0; j < kK; ++j) sel.push_back((t + j) % kK);  // experts 0-5, rotated per row
   for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
-    check_gemm_vs_moe(kSmall, recipe, sel, recipe == ExpertRecipe::mxfp4 ? 107 : 108, 8);
+    check_gemm_vs_moe(kSmall, recipe, {sel}, recipe == ExpertRecipe::mxfp4 ? 107 : 108, 8);
 }
 
-// A slot naming no expert (route's -1 for a NaN score, or an id past the experts) joins no
-// tile of the device-built list: its row is NaN, as moe gives it (combine_experts), and
-// every other row keeps moe's bits (the shared expert's output zeroed, check_gemm_vs_moe).
+// Ids naming no expert at Flash shapes, 40 rows: -1 in row 7, 256 in row 31; those rows
+// NaN, the others moe's bits; the CPU checks rows 0-1.
 TEST_CASE("moe_gemm: slots naming no expert (-1, n_experts) give their rows NaN, the rest moe's bits") {
-  constexpr int kLong = 40;
-  std::vector<int32_t> sel_host;
-  for (int t = 0; t < kLong; ++t)
-    for (int j = 0; j < kK; ++j) sel_host.push_back((t * 5 + j * 3) % kExperts);
-  sel_host[7 * kK + 2] = -1;
-  sel_host[31 * kK + 5] = kExperts;
-  Rng rng(109);
-  Block blk(rng, ExpertRecipe::nvfp4, false);
-  blk.zero_shared_down();
-  const std::vector<float> x_host = rng.normals(static_cast<size_t>(kLong) * kHidden, 2.0f);
-  for (const auto& [a, num] : arms_for(0.0f)) {
-    Backends b;  // one CudaOps an arm
-    auto [x, sel, wt] = routed_inputs(b, x_host, sel_host);
-    const std::string what = case_name("moe_gemm, ids naming no expert, ", ExpertRecipe::nvfp4, a, kSmall, kLong);
-    PairF out = zeros(b, static_cast<size_t>(kLong) * kHidden);
-    b.gpu->moe_gemm(blk.w, x[kGpu], kLong, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
-    const std::vector<float> got = get(b, out, kGpu);
-    const std::vector<float> want = gpu_moe(b, blk, x, sel, wt, kHidden, kLong, a, num);
-    for (int t = 0; t < kLong; ++t) {
-      const auto row = [t](const std::vector<float>& v) {
-        return std::vector<float>(v.begin() + t * kHidden, v.begin() + (t + 1) * kHidden);
-      };
-      if (t == 7 || t == 31) {
-        INFO(what << " row " << t);
-        const std::vector<float> r = row(got);
-        CHECK(std::all_of(r.begin(), r.end(), [](float v) { return std::isnan(v); }));
-      } else {
-        check_bitwise(what + " row " + std::to_string(t) + " vs moe", row(want), row(got));
-      }
-    }
-  }
+  std::vector<int32_t> sel = prefill_selection(40, 136);
+  sel[7 * kK + 2] = -1;
+  sel[31 * kK + 5] = 256;
+  for (ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4})
+    check_gemm_vs_moe(kFlash, recipe, {sel}, recipe == ExpertRecipe::mxfp4 ? 137 : 138, 2);
 }
 
 // ---- the shipped decode expert kernel's variants (expert_kernel.h) ----
@@ -554,38 +584,6 @@ void check_expert_kernels(const ExpertKernels& kernels, const MoeShape& s, Exper
                 get(b, ref, kCpu), std::vector<float>(first_all.begin(), first_all.begin() + ref.n), a.rel_l2,
                 a.max_norm);
   }
-}
-
-// Flash shapes (hidden 4096, inter 2048: 4 / 2 chunks a warp per item), 8 rows: rows 0-3
-// share experts 3, 10 and 99 in other slots, rows 4-7 pick distinct ones, row 7 row 6's
-// in reverse; the shared experts' tiles have 2-4 columns, the others one (7 zero columns).
-std::vector<int32_t> flash_verify_selection() {
-  std::vector<int32_t> sel;
-  for (int t = 0; t < 8; ++t)
-    for (int j = 0; j < kK; ++j) {
-      const int own = (t * 29 + j * 41 + 17) % 256;
-      sel.push_back(t < 4 && j < 3 ? std::array<int32_t, 3>{3, 10, 99}[(t + j) % 3] : own);
-    }
-  std::reverse_copy(sel.begin() + 6 * kK, sel.begin() + 7 * kK, sel.begin() + 7 * kK);
-  return sel;
-}
-
-// 20 rows sharing experts 0 and 9: tiles of 8 columns (and one of 4).
-constexpr int kMany = 20;
-std::vector<int32_t> many_rows_selection() {
-  std::vector<int32_t> sel;
-  for (int t = 0; t < kMany; ++t) {
-    const int32_t own[kK] = {9, (t % 7) + 1, 0, (t % 5) + 10, 8, 15};
-    sel.insert(sel.end(), own, own + kK);
-  }
-  return sel;
-}
-// kRows rows of distinct experts at small widths.
-std::vector<int32_t> small_selection() {
-  std::vector<int32_t> sel(kRows * kK);
-  for (int t = 0; t < kRows; ++t)
-    for (int j = 0; j < kK; ++j) sel[t * kK + j] = (t * 7 + j * 5) % kExperts;
-  return sel;
 }
 
 // Small widths: K of 2 chunks (up) and 1 (down), fewer than the 8 warps, so most warps of
@@ -669,8 +667,9 @@ TEST_CASE("moe_with refuses a shipped-kernel variant on the native arm, naming t
 // group, expert_fp4.cu; h re-quantized per 128 can flip at a boundary), a repeated call
 // bit-identical, each row of every call of n = 1, 2, 4, 6, 8 rows and of all rows equal to
 // the row alone bit for bit (SPECDECODE.md §6.3 R-I3), and the prefill MoE (moe_gemm, whose
-// native arm runs the same routed path) equal to moe bit for bit — the shared expert's
-// down projection zeroed (its output is then +0 in the GEMV and in the GEMM alike).
+// native arm's prefill kernel keeps the decode kernel's K order, expert_fp4_gemm.cu) equal
+// to moe bit for bit — the shared expert's down projection zeroed (its output is then +0
+// in the GEMV and in the GEMM alike).
 // scale_2 > 0 as in check_moe.
 void check_fragment_path(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host, uint64_t seed,
                          float scale_2 = 0.0f) {
