@@ -145,6 +145,6 @@ void combine_experts(const float* y, const float* sh, const int32_t* sel, int64_
                      int n_experts, float* out, cudaStream_t stream);
 // The checks every MoE call makes (the layer named): k in [1, 16], expert widths whole
 // K chunks (kKChunk; §4.9 blocks), and the bf16 arm's NVFP4 weight_scale_2 a power of two (C4).
-void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Numerics& num);
+void check_experts(const BlockWeights& b, int k, int hidden, const Numerics& num);
 
 }  // namespace dsv4::cuda

@@ -320,7 +320,11 @@ void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_ex
   cuda::launch(group_slots_kernel, 1, kThreads, smem, stream, sel, slots, experts, n_experts, t);
 }
 
-void check_experts(const BlockWeights& b, int k, int hidden, int inter, const Numerics& num) {
+void check_experts(const BlockWeights& b, int k, int hidden, const Numerics& num) {
+  // Before the table's build (CudaOps::expert_table relays the bytes): a width the kernels
+  // cannot tile is refused here, by its widths, not by the relayout. No experts: inter 0,
+  // and the table refuses the layer by name.
+  const int64_t inter = b.experts.empty() ? 0 : b.experts.front().w1.rows;
   if (k <= 0 || k > kMaxK) throw Error(cat("moe: layer ", b.layer_id, " experts per token ", k));
   if (hidden % kChunk != 0 || inter % kChunk != 0)  // whole chunks (the expert kernels, §4.9 blocks)
     throw Error(cat("moe: layer ", b.layer_id, " needs expert widths that are multiples of ", kChunk,
@@ -425,8 +429,8 @@ void CudaOps::moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const flo
   const int hidden = static_cast<int>(b.shared_w1.in());
   const int shared_inter = static_cast<int>(b.shared_w1.out());
   const bool native = num.expert_arm == ExpertArm::native;
+  cuda::check_experts(b, k, hidden, num);
   const ExpertTable& table = expert_table(b, hidden, num.expert_arm);
-  cuda::check_experts(b, k, hidden, table.inter, num);
   if (native && kernel != cuda::ExpertKernel::shipped)
     throw Error(cat("moe: layer ", b.layer_id, ": the native expert arm runs the fragment-layout kernel; expert "
                     "kernel variant ", static_cast<int>(kernel), " is the bf16 arm's (expert_kernel.h)"));

@@ -119,9 +119,9 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   using namespace cuda::prefill_moe;
   const int hidden = static_cast<int>(b.shared_w1.in()), shared_inter = static_cast<int>(b.shared_w1.out());
   const int n_experts = static_cast<int>(b.experts.size());
+  cuda::check_experts(b, k, hidden, num);
   const ExpertTable& table = expert_table(b, hidden, num.expert_arm);  // cp.async-aligned (checked there)
   const int inter = table.inter;
-  cuda::check_experts(b, k, hidden, inter, num);
   const bool native = num.expert_arm == ExpertArm::native;
   if (rows == 0) return;
   DSV4_CHECK(reinterpret_cast<uintptr_t>(x) % 16 == 0, "moe_gemm: layer ", b.layer_id,
