@@ -8,12 +8,7 @@
 // CPU reference (kernels/cpu/linear.h cpu_lbf16) at the twin tolerance of
 // tests/gpu/test_linear_twin.cpp, and the tensor-core ones row by row against the same row
 // alone (R-I3). FMA are the CUDA-core kernels (the chunk kernel NO2 U2 and the persistent
-// kernel at the R / NO of launch_gemv_persist_rows), for comparison. TMA is gemv_tc's
-// arithmetic with the weights streamed by bulk copies into a shared-memory ring
-// (kernels/cuda/gemv_tma.cuh: launch_gemv_tma_auto), TMA Rr Dd Bb the ring at r stages of d
-// rounds (d x 16 KiB), b blocks per SM: bitwise equal to TC by construction, and checked so.
-// The last shape is no Flash shape but the ring's edges: a partial tile, k-blocks that the
-// splits do not divide, set groups past the last tile, three groups.
+// kernel at the R / NO of launch_gemv_persist_rows), for comparison.
 // usage: dsv4-dev-gemv [reps]
 #include <cuda_runtime.h>
 
@@ -30,7 +25,6 @@
 #include "base/scalar_formats.h"
 #include "bench/dev/dev_bench.h"
 #include "kernels/cpu/linear.h"
-#include "kernels/cuda/gemv_tma.cuh"
 #include "kernels/cuda/linear.cuh"
 
 namespace {
@@ -80,7 +74,7 @@ class Bench {
     std::vector<float> ref(p_.ref.begin(), p_.ref.begin() + got.size());
     const dev::Closeness c = closeness(ref, got);
     const double mb = (p_.sh.groups * p_.sh.out * p_.sh.in * (1.0 + 1.0 / 16384)) / 1e6;
-    std::printf("%-10s [%6lld, %5lld] x%d rows %d %-12s %8.2f us %6.2f TB/s  cpu rel_l2 %.1e max_norm %.1e %s",
+    std::printf("%-10s [%6lld, %5lld] x%d rows %d %-9s %8.2f us %6.2f TB/s  cpu rel_l2 %.1e max_norm %.1e %s",
                 p_.sh.name, static_cast<long long>(p_.sh.out), static_cast<long long>(p_.sh.in), p_.sh.groups,
                 rows, variant, us, mb / us, c.rel_l2, c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
     if (checks == Checks::rows_shipped) {
@@ -219,30 +213,14 @@ auto tc(const Problem& p, int sms, cudaStream_t s, double split_scale = 1.0) {
   };
 }
 
-// The bulk-copy kernel at the shipped splits (gemv_tc's bits): its default launch, or the
-// ring at R stages of D rounds and B blocks per SM.
-auto tma_shipped(const Problem& p, int sms, cudaStream_t s) {
-  return [&p, sms, s](cuda::GemvArgs a) {
-    cuda::launch_gemv_tma_auto<cuda::TcFp8Run, 1>(cuda::TcFp8Run{p.w}, a, p.sh.groups, sms, s);
-  };
-}
-template <int R, int D, int B>
-auto tma(const Problem& p, int sms, cudaStream_t s) {
-  return [&p, sms, s](cuda::GemvArgs a) {
-    a.splits = tc_splits(p, sms);
-    cuda::launch_gemv_tma<cuda::TcFp8Run, 1, R, D, B>(cuda::TcFp8Run{p.w}, a, p.sh.groups, sms, s);
-  };
-}
-
 }  // namespace
 
 int run_all(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 200;
-  // The 33.6 MB matrices first (most of the dense bytes), then the 8 MiB ones, then the small,
-  // then the TMA ring's edge cases.
+  // The 33.6 MB matrices first (most of the dense bytes), then the 8 MiB ones, then the small.
   const Shape shapes[] = {{"wo_b", 4096, 8192, 1},      {"wq_b", 32768, 1024, 1},     {"wo_a", 1024, 4096, 8},
                           {"shared_w1", 2048, 4096, 1}, {"shared_w2", 4096, 2048, 1}, {"idx_wq_b", 8192, 1024, 1},
-                          {"wq_a", 1024, 4096, 1},      {"wkv", 512, 4096, 1},       {"edges", 1000, 1408, 3}};
+                          {"wq_a", 1024, 4096, 1},      {"wkv", 512, 4096, 1}};
   cudaStream_t s;
   DSV4_CUDA_CHECK(cudaStreamCreate(&s));
   std::mt19937 gen(7);
@@ -261,17 +239,6 @@ int run_all(int argc, char** argv) {
       b.report("TC U1 B2", rows, tc<1, 2>(p, sms, s), Checks::rows_shipped);
       b.report("TC U2 B1", rows, tc<2, 1>(p, sms, s), Checks::rows_shipped);
       b.report("TCnoL1", rows, tc_shipped<TcFp8RunNoL1>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA", rows, tma_shipped(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R2 D1 B2", rows, tma<2, 1, 2>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R3 D1 B2", rows, tma<3, 1, 2>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R6 D1 B2", rows, tma<6, 1, 2>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R2 D2 B2", rows, tma<2, 2, 2>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R3 D2 B2", rows, tma<3, 2, 2>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R4 D1 B1", rows, tma<4, 1, 1>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R8 D1 B1", rows, tma<8, 1, 1>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R4 D2 B1", rows, tma<4, 2, 1>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R6 D2 B1", rows, tma<6, 2, 1>(p, sms, s), Checks::rows_shipped);
-      b.report("TMA R3 D4 B1", rows, tma<3, 4, 1>(p, sms, s), Checks::rows_shipped);
       b.report("TC s/2", rows, tc<1, 2>(p, sms, s, 0.5), Checks::rows);
       b.report("TC s*2", rows, tc<1, 2>(p, sms, s, 2.0), Checks::rows);
       b.report("FMA chunk", rows, [&](cuda::GemvArgs a) {

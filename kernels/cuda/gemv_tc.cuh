@@ -20,8 +20,7 @@
 // dsv4-dev-gemv on an H200 (2026-12-01, session 4): the 33.6 MB matrices at 1 / 8 rows in
 // 12.9-13.4 / 25.3-25.5 us (the CUDA-core persistent kernel 15.4-16.2 / 87-99 us); a
 // cp.async ring in shared memory (S = 3..6 stages) was slower (22-25 us at 1 row), and so
-// was an integer f16 -> bf16 step (the conversions do not bound it). gemv_tma.cuh is this
-// arithmetic with the weights streamed by bulk copies (a dev-bench variant, not yet adopted).
+// was an integer f16 -> bf16 step (the conversions do not bound it).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -136,20 +135,14 @@ __device__ inline void tc_block(const C& w, const GemvArgs& a, const TcLane& L, 
   acc[3] = fmaf(d[3], s_hi, acc[3]);
 }
 
-// The barrier of the kGemvWarps warps that compute: the whole block in gemv_tc_kernel.
-struct TcBlockSync {
-  __device__ void operator()() const { __syncthreads(); }
-};
-
 // The end of a tile: split 0 adds the splits' sums in ascending order and stores y. acc[i]
-// of lane (g, t) is weight row n0 + g + 8 (i / 2), column 2t + i % 2. Every computing warp
-// calls it (it holds the barriers, sync()).
-template <class Sync = TcBlockSync>
+// of lane (g, t) is weight row n0 + g + 8 (i / 2), column 2t + i % 2. Every warp of the
+// block calls it (it holds the barriers).
 __device__ inline void tc_store(const float (&acc)[4], float (&part)[kGemvWarps][4][kWarp], const TcLane& L,
-                                int64_t n0, const GemvArgs& a, Sync sync = {}) {
+                                int64_t n0, const GemvArgs& a) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) part[L.warp][i][L.lane] = acc[i];
-  sync();
+  __syncthreads();
   if (L.split == 0)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -161,7 +154,7 @@ __device__ inline void tc_store(const float (&acc)[4], float (&part)[kGemvWarps]
         a.y[(L.r0 + col) * a.y_stride + L.gz * a.y_group + n] = v;
       }
     }
-  sync();  // part is read before the next tile writes it
+  __syncthreads();  // part is read before the next tile writes it
 }
 
 // Grid (resident blocks, row blocks of 8, groups); a.splits warps per tile. The runs in
