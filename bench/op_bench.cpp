@@ -1,5 +1,7 @@
 // dsv4-bench-ops: the decode step's ops one at a time at the model's shapes (issue 12's
-// micro-benchmark; llm.c dev/cuda spirit: the twin tests validate, this times). Weights
+// micro-benchmark; llm.c dev/cuda spirit: the twin tests validate, this times), and the
+// prefill form of the router (issue 13: route_gemm, timed without a weight-stream floor:
+// meant for --rows 1024, the rows of a prefill chunk). Weights
 // are one layer of each kind generated in place (flash: layers 0..3 = kinds A, A, B, D);
 // activations are seeded random values. Each case runs --reps back-to-back calls after a
 // warmup and reports the mean per call over one synchronized span (what a step without a
@@ -157,6 +159,15 @@ void bench_layer_ops(Bench& b, Ops& ops, const ModelConfig& c, const BlockWeight
   b.time(tag + "route", rows, w.gate_weight.nbytes, [&] {
     ops.route(w, x.data(), rows, ids.data(), H, c.n_routed_experts, k, static_cast<float>(c.routed_scaling_factor),
               sel.data(), wt.data());
+  });
+  // The prefill's router: its gate logits alone, then the whole op (the difference is the
+  // ranking kernel).
+  FBuf logits = ops.alloc(static_cast<size_t>(rows) * c.n_routed_experts);
+  b.time(tag + "route_gemm logits", rows, 0,
+         [&] { ops.linear_island_gemm(w.gate_weight, x.data(), rows, logits.data()); });
+  b.time(tag + "route_gemm", rows, 0, [&] {
+    ops.route_gemm(w, x.data(), rows, ids.data(), H, c.n_routed_experts, k,
+                   static_cast<float>(c.routed_scaling_factor), sel.data(), wt.data());
   });
   // Distinct experts per row, different rows overlapping in part (a verify round's mix).
   std::vector<int32_t> picks(static_cast<size_t>(rows) * k);
