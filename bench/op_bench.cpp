@@ -1,7 +1,8 @@
 // dsv4-bench-ops: the decode step's ops one at a time at the model's shapes (issue 12's
 // micro-benchmark; llm.c dev/cuda spirit: the twin tests validate, this times), and the
-// prefill form of the router (issue 13: route_gemm, timed without a weight-stream floor:
-// meant for --rows 1024, the rows of a prefill chunk). Weights
+// prefill forms of the linears and the router (issue 13: the *_gemm ops, "gemm" in the
+// case names, timed without a weight-stream floor: meant for --rows 1024, the rows of a
+// prefill chunk). Weights
 // are one layer of each kind generated in place (flash: layers 0..3 = kinds A, A, B, D);
 // activations are seeded random values. Each case runs --reps back-to-back calls after a
 // warmup and reports the mean per call over one synchronized span (what a step without a
@@ -112,6 +113,7 @@ void bench_layer_ops(Bench& b, Ops& ops, const ModelConfig& c, const BlockWeight
   auto linear = [&](const char* what, const Fp8Linear& l) {
     FBuf in = b.random(static_cast<size_t>(rows) * l.in(), 0.5f), o = ops.alloc(static_cast<size_t>(rows) * l.out());
     b.time(tag + what, rows, bytes_of(l), [&] { ops.linear_fp8(l, in.data(), rows, act, o.data()); });
+    b.time(tag + what + " gemm", rows, 0, [&] { ops.linear_fp8_gemm(l, in.data(), rows, act, o.data()); });
   };
   linear("wq_a", w.wq_a);
   linear("wq_b", w.wq_b);
@@ -121,6 +123,8 @@ void bench_layer_ops(Bench& b, Ops& ops, const ModelConfig& c, const BlockWeight
     FBuf o = b.random(static_cast<size_t>(rows) * nh * D, 0.5f), og = ops.alloc(static_cast<size_t>(rows) * w.wo_a.out());
     b.time(tag + "grouped_wo_a", rows, bytes_of(w.wo_a),
            [&] { ops.grouped_wo_a(w.wo_a, o.data(), rows, c.o_groups, act, og.data()); });
+    b.time(tag + "grouped_wo_a_gemm", rows, 0,
+           [&] { ops.grouped_wo_a_gemm(w.wo_a, o.data(), rows, c.o_groups, act, og.data()); });
   }
   {
     FBuf q = b.random(static_cast<size_t>(rows) * nh * D, 0.1f);
