@@ -1,5 +1,8 @@
 // dsv4-bench-ops: the decode step's ops one at a time at the model's shapes (issue 12's
-// micro-benchmark; llm.c dev/cuda spirit: the twin tests validate, this times). Weights
+// micro-benchmark; llm.c dev/cuda spirit: the twin tests validate, this times), and the
+// prefill forms of the linears and the router (issue 13: the *_gemm ops, "gemm" in the
+// case names, timed without a weight-stream floor: meant for --rows 1024, the rows of a
+// prefill chunk). Weights
 // are one layer of each kind generated in place (flash: layers 0..3 = kinds A, A, B, D);
 // activations are seeded random values. Each case runs --reps back-to-back calls after a
 // warmup and reports the mean per call over one synchronized span (what a step without a
@@ -110,6 +113,7 @@ void bench_layer_ops(Bench& b, Ops& ops, const ModelConfig& c, const BlockWeight
   auto linear = [&](const char* what, const Fp8Linear& l) {
     FBuf in = b.random(static_cast<size_t>(rows) * l.in(), 0.5f), o = ops.alloc(static_cast<size_t>(rows) * l.out());
     b.time(tag + what, rows, bytes_of(l), [&] { ops.linear_fp8(l, in.data(), rows, act, o.data()); });
+    b.time(tag + what + " gemm", rows, 0, [&] { ops.linear_fp8_gemm(l, in.data(), rows, act, o.data()); });
   };
   linear("wq_a", w.wq_a);
   linear("wq_b", w.wq_b);
@@ -119,6 +123,8 @@ void bench_layer_ops(Bench& b, Ops& ops, const ModelConfig& c, const BlockWeight
     FBuf o = b.random(static_cast<size_t>(rows) * nh * D, 0.5f), og = ops.alloc(static_cast<size_t>(rows) * w.wo_a.out());
     b.time(tag + "grouped_wo_a", rows, bytes_of(w.wo_a),
            [&] { ops.grouped_wo_a(w.wo_a, o.data(), rows, c.o_groups, act, og.data()); });
+    b.time(tag + "grouped_wo_a_gemm", rows, 0,
+           [&] { ops.grouped_wo_a_gemm(w.wo_a, o.data(), rows, c.o_groups, act, og.data()); });
   }
   {
     FBuf q = b.random(static_cast<size_t>(rows) * nh * D, 0.1f);
@@ -157,6 +163,15 @@ void bench_layer_ops(Bench& b, Ops& ops, const ModelConfig& c, const BlockWeight
   b.time(tag + "route", rows, w.gate_weight.nbytes, [&] {
     ops.route(w, x.data(), rows, ids.data(), H, c.n_routed_experts, k, static_cast<float>(c.routed_scaling_factor),
               sel.data(), wt.data());
+  });
+  // The prefill's router: its gate logits alone, then the whole op (the difference is the
+  // ranking kernel).
+  FBuf logits = ops.alloc(static_cast<size_t>(rows) * c.n_routed_experts);
+  b.time(tag + "route_gemm logits", rows, 0,
+         [&] { ops.linear_island_gemm(w.gate_weight, x.data(), rows, logits.data()); });
+  b.time(tag + "route_gemm", rows, 0, [&] {
+    ops.route_gemm(w, x.data(), rows, ids.data(), H, c.n_routed_experts, k,
+                   static_cast<float>(c.routed_scaling_factor), sel.data(), wt.data());
   });
   // Distinct experts per row, different rows overlapping in part (a verify round's mix).
   std::vector<int32_t> picks(static_cast<size_t>(rows) * k);

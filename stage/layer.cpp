@@ -222,6 +222,9 @@ void Layer::ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h) {
   if (ctx.device_step)  // ids: the StepState token
     ops.route_dev(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
                   c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());
+  else if (ctx.gemm)  // a prefill's or a chunk's rows: the gate logits as a GEMM (issue 13)
+    ops.route_gemm(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
+                   c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());
   else
     ops.route(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
               c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());

@@ -22,8 +22,8 @@ struct LayerContext {
   Workspace& ws;
   int n_targets = 0;  // tap row width in units of hidden (SPECDECODE §2.3)
   // The rows are a prefill or a prefill chunk: the L-bf16 linears run as GEMMs (the *_gemm
-  // ops and moe_gemm, law 2's tolerance); off for decode, verify and draft rows (R-I3:
-  // row-independent).
+  // ops, moe_gemm and route_gemm's gate logits, law 2's tolerance); off for decode, verify
+  // and draft rows (R-I3: row-independent).
   bool gemm = false;
   // Plain decode and verify rows: positions and token ids come from ws.step (backend), not
   // ws.positions.

@@ -179,6 +179,11 @@ class CpuOps final : public Ops {
                  float* wt) override {
     cpu_route(cache_, b, x, rows, ids, hidden, n_experts, k, route_scale, sel, wt);
   }
+  void route_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
+                  int hidden, int n_experts, int k, float route_scale, int32_t* sel,
+                  float* wt) override {
+    route(b, x, rows, ids, hidden, n_experts, k, route_scale, sel, wt);
+  }
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override {
     cpu_moe(cache_, b, x, rows, sel, wt, k, swiglu_limit, num, out);

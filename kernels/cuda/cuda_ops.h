@@ -134,6 +134,9 @@ class CudaOps final : public Ops {
   void route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
                  int hidden, int n_experts, int k, float route_scale, int32_t* sel,
                  float* wt) override;
+  void route_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
+                  int hidden, int n_experts, int k, float route_scale, int32_t* sel,
+                  float* wt) override;
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override;
   // moe with its routed experts on the variant `kernel` (moe: shipped), for the twin test
@@ -235,6 +238,13 @@ class CudaOps final : public Ops {
   // Device copy of a hash layer's tid2eid [V, k], checked once against [0, n_experts);
   // keyed by the block's gate weight (the table's own vector has no storage identity).
   const int32_t* hash_table(const BlockWeights& b, int n_experts, int k);
+  // route / route_gemm (host ids, refused by name, then staged) and route_dev (device ids):
+  // the gate logits by linear_island_gemm when `gemm`, else by linear_island, then the
+  // ranking kernel (route.cu).
+  void route_host_ids(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+                      int n_experts, int k, float route_scale, bool gemm, int32_t* sel, float* wt);
+  void route_device_ids(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+                        int n_experts, int k, float route_scale, bool gemm, int32_t* sel, float* wt);
 
   // The GEMV family of linear.cuh: one problem (groups on grid.z), its fast path (false,
   // nothing launched, when x's layout does not allow 128-bit loads), and the plain case

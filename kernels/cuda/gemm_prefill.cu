@@ -32,6 +32,7 @@
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/gemm_prefill.cuh"
+#include "kernels/cuda/prefill_convert.cuh"
 #include "kernels/cuda/weight_checks.h"
 
 namespace dsv4 {
@@ -112,19 +113,38 @@ void describe(const GemmProblem& p, Descriptors& ds) {
 }
 
 // x [n] f32 -> `terms` bf16 planes [terms][n]: plane t = bf16(what planes < t leave of x).
+// V consecutive elements a thread: 4 (ConvertKernel::chunks: one float4 load, 8-byte
+// stores) or 1 (elements); each element's arithmetic is the same either way.
+template <int V>
 __global__ void split_bf16_kernel(const float* x, int64_t n, int terms, uint16_t* out) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n / V;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float rest = x[i];
+    float rest[V];
+    if constexpr (V == 4) {
+      const float4 v = reinterpret_cast<const float4*>(x)[i];
+      rest[0] = v.x, rest[1] = v.y, rest[2] = v.z, rest[3] = v.w;
+    } else {
+      rest[0] = x[i];
+    }
     for (int t = 0; t < terms; ++t) {
-      const float b = bf16_round(rest);
-      out[t * n + i] = static_cast<uint16_t>(f32_bits(b) >> 16);
-      rest -= b;  // exact: the rounding error of RNE to fewer bits is an f32
+      uint16_t h[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float b = bf16_round(rest[j]);
+        h[j] = static_cast<uint16_t>(f32_bits(b) >> 16);
+        rest[j] -= b;  // exact: the rounding error of RNE to fewer bits is an f32
+      }
+      uint16_t* dst = out + t * n + i * V;
+      if constexpr (V == 4)
+        *reinterpret_cast<uint2*>(dst) = make_uint2(h[0] | (uint32_t{h[1]} << 16), h[2] | (uint32_t{h[3]} << 16));
+      else
+        dst[0] = h[0];
     }
   }
 }
 
 // FP8 [rows, cols] -> bf16 [rows, cols]: Fp8W::at is the exact f32 value, bf16-exact (above).
+// ConvertKernel::elements: any layout (codes not in whole 16-byte chunks).
 __global__ void fp8_to_bf16_kernel(Fp8W w, int64_t rows, uint16_t* out) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= w.cols) return;
@@ -132,7 +152,71 @@ __global__ void fp8_to_bf16_kernel(Fp8W w, int64_t rows, uint16_t* out) {
     out[r * w.cols + c] = static_cast<uint16_t>(f32_bits(bf16_round(w.at(r, c))) >> 16);
 }
 
+// The same conversion a 16-byte chunk of codes a thread (ConvertKernel::chunks; issue 13:
+// one-byte loads and two-byte stores do not reach the memory's rate): the GEMV's decoder
+// (linear.cuh Fp8Chunks: the hardware e4m3 -> f16 conversion, exact) times the chunk's
+// block scale, the f32 product Fp8W::at forms, then bf16-rounded as above: the same bf16
+// for every code but the NaN ones (NaN either way, another payload). Two 16-byte stores.
+__global__ void fp8_to_bf16_chunks_kernel(Fp8Chunks w, int64_t rows, uint16_t* out) {
+  const int64_t per_row = w.w.cols / Fp8Chunks::kVec, chunks = rows * per_row;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < chunks;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / per_row, c0 = (i % per_row) * Fp8Chunks::kVec;
+    float v[Fp8Chunks::kVec];
+    w.decode(w.raw(r, c0), v);
+    const float scale = w.scale(r, c0);
+    uint32_t pair[Fp8Chunks::kVec / 2];
+#pragma unroll
+    for (int j = 0; j < Fp8Chunks::kVec / 2; ++j)
+      pair[j] = (f32_bits(bf16_round(v[2 * j] * scale)) >> 16) |
+                (f32_bits(bf16_round(v[2 * j + 1] * scale)) & 0xFFFF0000u);
+    uint4* dst = reinterpret_cast<uint4*>(out + r * w.w.cols + c0);
+    dst[0] = make_uint4(pair[0], pair[1], pair[2], pair[3]);
+    dst[1] = make_uint4(pair[4], pair[5], pair[6], pair[7]);
+  }
+}
+
+// Blocks of a grid-stride conversion over n items: at least one, at most 2^16.
+int convert_blocks(int64_t n) {
+  return static_cast<int>(std::clamp<int64_t>((n + kConvertThreads - 1) / kConvertThreads, 1, 1 << 16));
+}
+
 }  // namespace
+
+ConvertKernel fp8_convert_kernel_for(const uint8_t* codes, int64_t cols, const uint16_t* out) {
+  return aligned16(codes) && aligned16(out) && cols % Fp8Chunks::kVec == 0 ? ConvertKernel::chunks
+                                                                           : ConvertKernel::elements;
+}
+
+ConvertKernel split_kernel_for(const float* x, int64_t n, const uint16_t* out) {
+  return aligned16(x) && n % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 8 == 0 ? ConvertKernel::chunks
+                                                                                  : ConvertKernel::elements;
+}
+
+void fp8_to_bf16(ConvertKernel kernel, const uint8_t* codes, const uint8_t* scales, int64_t rows, int64_t cols,
+                 uint16_t* out, cudaStream_t stream) {
+  const Fp8W w{codes, scales, cols, (cols + 127) / 128};
+  if (kernel == ConvertKernel::chunks) {
+    DSV4_CHECK(fp8_convert_kernel_for(codes, cols, out) == ConvertKernel::chunks, "fp8_to_bf16 chunks: layout");
+    fp8_to_bf16_chunks_kernel<<<convert_blocks(rows * cols / Fp8Chunks::kVec), kConvertThreads, 0, stream>>>(
+        Fp8Chunks{w}, rows, out);
+  } else {
+    const dim3 grid(static_cast<unsigned>((cols + kConvertThreads - 1) / kConvertThreads),
+                    static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+    fp8_to_bf16_kernel<<<grid, kConvertThreads, 0, stream>>>(w, rows, out);
+  }
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
+void split_bf16(ConvertKernel kernel, const float* x, int64_t n, int terms, uint16_t* out, cudaStream_t stream) {
+  if (kernel == ConvertKernel::chunks) {
+    DSV4_CHECK(split_kernel_for(x, n, out) == ConvertKernel::chunks, "split_bf16 chunks: layout");
+    split_bf16_kernel<4><<<convert_blocks(n / 4), kConvertThreads, 0, stream>>>(x, n, terms, out);
+  } else {
+    split_bf16_kernel<1><<<convert_blocks(n), kConvertThreads, 0, stream>>>(x, n, terms, out);
+  }
+  DSV4_CUDA_LAUNCH_CHECK();
+}
 
 // cuBLASLt's handle and the algorithm of every shape met so far.
 class LtGemm {
@@ -215,22 +299,11 @@ class LtGemm {
 
 }  // namespace cuda
 
-namespace {
-
-int convert_blocks(int64_t n) {
-  return static_cast<int>(std::min<int64_t>((n + cuda::kConvertThreads - 1) / cuda::kConvertThreads, 1 << 16));
-}
-
-}  // namespace
-
 const uint16_t* CudaOps::bf16_fp8_weight(const Fp8Linear& w) {
   const cuda::Fp8W d = fp8(w);
   const int64_t rows = w.out(), cols = w.in();
   auto* out = static_cast<uint16_t*>(scratch(Slot::gemm_w, static_cast<size_t>(rows * cols) * 2));
-  const dim3 grid(static_cast<unsigned>((cols + cuda::kConvertThreads - 1) / cuda::kConvertThreads),
-                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
-  cuda::fp8_to_bf16_kernel<<<grid, cuda::kConvertThreads, 0, stream_>>>(d, rows, out);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::fp8_to_bf16(cuda::fp8_convert_kernel_for(d.codes, cols, out), d.codes, d.scales, rows, cols, out, stream_);
   return out;
 }
 
@@ -239,9 +312,8 @@ const uint16_t* CudaOps::bf16_weight(const TensorView& w) {
   if (d.bf16) return static_cast<const uint16_t*>(d.p);
   const int64_t n = w.numel();
   auto* out = static_cast<uint16_t*>(scratch(Slot::gemm_w, static_cast<size_t>(n) * 2));
-  cuda::split_bf16_kernel<<<convert_blocks(n), cuda::kConvertThreads, 0, stream_>>>(
-      static_cast<const float*>(d.p), n, 1, out);
-  DSV4_CUDA_LAUNCH_CHECK();
+  const auto* x = static_cast<const float*>(d.p);
+  cuda::split_bf16(cuda::split_kernel_for(x, n, out), x, n, 1, out, stream_);
   return out;
 }
 
@@ -259,8 +331,7 @@ void CudaOps::gemm(cuda::GemmProblem p) {
     return;
   }
   void* ws = scratch(Slot::gemm_ws, cuda::kLtWorkspace);
-  cuda::split_bf16_kernel<<<convert_blocks(n), cuda::kConvertThreads, 0, stream_>>>(p.a.x, n, terms, xb);
-  DSV4_CUDA_LAUNCH_CHECK();
+  cuda::split_bf16(cuda::split_kernel_for(p.a.x, n, xb), p.a.x, n, terms, xb, stream_);
   for (int t = 0; t < terms; ++t) lt_->run(p, xb + t * n, t == 0 ? 0.0f : 1.0f, ws, stream_);
 }
 

@@ -1,9 +1,12 @@
-// MoE router (MODEL.md §4.22, D10): the gate logits by linear_island, then one block per row
+// MoE router (MODEL.md §4.22, D10): the gate logits by linear_island (route, route_dev) or
+// linear_island_gemm (route_gemm: a prefill's rows, law 2's tolerance), then one block per row
 // for the scores, the selection and the weights. Score layers rank every expert at once:
 // rank(e) = the experts ranked before e (sc + bias descending, expert id ascending), so
 // the experts of rank < k are the picks in slot order — what k rounds of argmax give,
 // without k serial rounds on one warp (issue 12: 13 us a call). A row's block never reads
-// another row, so the result does not depend on the row count (SPECDECODE.md §6.3).
+// another row, and linear_island's logits do not depend on the row count either, so
+// route's and route_dev's rows do not (SPECDECODE.md §6.3); route_gemm's GEMM sums in an
+// order the shape may change (docs/numerics.md "The prefill GEMMs").
 #include <algorithm>
 #include <climits>
 #include <vector>
@@ -23,9 +26,17 @@ constexpr int kMaxExperts = 4096;  // the rank loop reads them all from shared m
 
 __device__ float softplus(float z) { return z > 20.0f ? z : log1pf(expf(z)); }
 
-// (va, ia) ranks before (vb, ib): value descending, then id ascending (D10).
-__device__ bool ranks_before(float va, int ia, float vb, int ib) {
-  return va > vb || (va == vb && ia < ib);
+// rank(e): the experts f ranking before e by D10 (value descending, then id ascending):
+// biased[f] > v, or biased[f] == v with f < e. Split at f = e into two loops of one
+// comparison each, f < e counting biased[f] >= v and f > e counting biased[f] > v (the
+// same count, NaN comparing false in both as it does there): issue 13, half the
+// instructions of the 256-step loop each of a prefill's 1,024 row blocks runs per thread.
+__device__ int rank_of(const float* biased, int n_experts, int e) {
+  const float v = biased[e];
+  int rank = 0;
+  for (int f = 0; f < e; ++f) rank += biased[f] >= v;
+  for (int f = e + 1; f < n_experts; ++f) rank += biased[f] > v;
+  return rank;
 }
 
 // §4.22 steps 2-4. logits [rows, E]; tid2eid [vocab, k] (device) with the rows' token ids
@@ -57,9 +68,7 @@ route_kernel(const float* logits, int rows, int n_experts, int k, cuda::DenseW b
       if (threadIdx.x < k) pick[threadIdx.x] = INT_MAX;
       __syncthreads();
       for (int e = threadIdx.x; e < n_experts; e += kThreads) {
-        const float v = biased[e];
-        int rank = 0;
-        for (int f = 0; f < n_experts; ++f) rank += ranks_before(biased[f], f, v, e);
+        const int rank = rank_of(biased, n_experts, e);
         if (rank < k) atomicMin(&pick[rank], e);  // one e per rank unless NaN: then the lowest
       }
     }
@@ -84,6 +93,21 @@ route_kernel(const float* logits, int rows, int n_experts, int k, cuda::DenseW b
 
 void CudaOps::route(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
                     int n_experts, int k, float route_scale, int32_t* sel, float* wt) {
+  route_host_ids(b, x, rows, ids, hidden, n_experts, k, route_scale, /*gemm=*/false, sel, wt);
+}
+
+void CudaOps::route_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+                         int n_experts, int k, float route_scale, int32_t* sel, float* wt) {
+  route_host_ids(b, x, rows, ids, hidden, n_experts, k, route_scale, /*gemm=*/true, sel, wt);
+}
+
+void CudaOps::route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
+                        int hidden, int n_experts, int k, float route_scale, int32_t* sel, float* wt) {
+  route_device_ids(b, x, rows, ids, hidden, n_experts, k, route_scale, /*gemm=*/false, sel, wt);
+}
+
+void CudaOps::route_host_ids(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+                             int n_experts, int k, float route_scale, bool gemm, int32_t* sel, float* wt) {
   const bool hash = !b.tid2eid.empty();
   if (hash) {  // §4.22 step 3: refused here by name, as the CPU reference does
     const int64_t vocab = static_cast<int64_t>(b.tid2eid.size()) / std::max(k, 1);
@@ -95,11 +119,11 @@ void CudaOps::route(const BlockWeights& b, const float* x, int rows, const int32
   if (rows == 0) return;
   activate();
   const int32_t* d_ids = hash ? stage_i32(Slot::host_args, ids, static_cast<size_t>(rows)) : nullptr;
-  route_dev(b, x, rows, d_ids, hidden, n_experts, k, route_scale, sel, wt);
+  route_device_ids(b, x, rows, d_ids, hidden, n_experts, k, route_scale, gemm, sel, wt);
 }
 
-void CudaOps::route_dev(const BlockWeights& b, const float* x, int rows, const int32_t* ids,
-                        int hidden, int n_experts, int k, float route_scale, int32_t* sel, float* wt) {
+void CudaOps::route_device_ids(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
+                               int n_experts, int k, float route_scale, bool gemm, int32_t* sel, float* wt) {
   if (b.gate_weight.shape != std::vector<int64_t>{n_experts, hidden})
     throw Error(cat("route: layer ", b.layer_id, " ", b.gate_weight.name, " must be [", n_experts,
                     ", ", hidden, "]"));
@@ -116,7 +140,8 @@ void CudaOps::route_dev(const BlockWeights& b, const float* x, int rows, const i
   if (rows == 0) return;
   activate();
   float* logits = scratch_f32(Slot::f32_a, static_cast<size_t>(rows) * n_experts);
-  linear_island(b.gate_weight, x, rows, logits);  // step 1
+  if (gemm) linear_island_gemm(b.gate_weight, x, rows, logits);  // step 1
+  else linear_island(b.gate_weight, x, rows, logits);
   const cuda::DenseW bias = hash ? cuda::DenseW{} : dense(*b.gate_bias, n_experts);
   const int64_t vocab = static_cast<int64_t>(b.tid2eid.size()) / k;
   const size_t shared = sizeof(float) * 2 * n_experts;

@@ -8,6 +8,10 @@
 // differ by summation rounding only: about sqrt(k) 2^-24 relative, ~1e-6 at k = 16384.
 // Bound 1e-5, the GEMV twins' bound (test_linear_twin.cpp). A lost term of the f32 split
 // (2^-8 relative of x per missing term) would show as ~1e-3 and fail.
+#include <cuda_runtime.h>
+
+#include "base/scalar_formats.h"
+#include "kernels/cuda/prefill_convert.cuh"
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
@@ -43,7 +47,87 @@ void check_wo_a(Backends& b, Store& store, Rng& rng, int groups, int o_rank, int
                [&](Ops& op, const float* xp, float* yp) { op.grouped_wo_a_gemm(w, xp, rows, groups, act, yp); });
 }
 
+// Device copy of a host vector, freed at scope end; get() reads it back.
+template <class T>
+struct DeviceCopy {
+  T* p = nullptr;
+  size_t n;
+  explicit DeviceCopy(const std::vector<T>& host) : n(host.size()) {
+    REQUIRE(cudaMalloc(&p, n * sizeof(T)) == cudaSuccess);
+    REQUIRE(cudaMemcpy(p, host.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  DeviceCopy(const DeviceCopy&) = delete;
+  ~DeviceCopy() { cudaFree(p); }
+  std::vector<T> get() const {
+    std::vector<T> host(n);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaMemcpy(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return host;
+  }
+};
+
+const char* kernel_name(cuda::ConvertKernel k) { return k == cuda::ConvertKernel::chunks ? "chunks" : "elements"; }
+
 }  // namespace
+
+// The conversions before cuBLASLt (kernels/cuda/prefill_convert.cuh), each kernel against
+// a host transcription (base/scalar_formats.h), bit for bit: the FP8 weight's bf16 values
+// (exact: e4m3 x e8m0 has 4 significant bits) over the whole e8m0 range the codes reach
+// finitely, subnormal products included, on whole 16-byte chunks with partial 128-blocks
+// (both kernels) and on an odd width (the one-value kernel); the activation's 1 and 3
+// planes over 2^+-40, on a length of whole float4s (both) and an odd one.
+TEST_CASE("prefill GEMM conversions: both kernels give the host's bits") {
+  Rng rng(46);
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{200, 272}, {197, 131}}) {
+    std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));
+    for (uint8_t& c : codes) {
+      do c = static_cast<uint8_t>(rng.uniform_int(0, 255));
+      while ((c & 0x7F) == 0x7F);  // not NaN
+    }
+    const int64_t scale_cols = (cols + 127) / 128;
+    std::vector<uint8_t> scales(static_cast<size_t>((rows + 127) / 128 * scale_cols));
+    for (uint8_t& s : scales) s = static_cast<uint8_t>(rng.uniform_int(0, 246));  // 2^-127 .. 2^119: 448 x 2^119 < f32 max
+    std::vector<uint16_t> want(codes.size());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float v = e4m3_to_f32(codes[r * cols + c]) * e8m0_to_f32(scales[(r / 128) * scale_cols + c / 128]);
+        want[r * cols + c] = static_cast<uint16_t>(f32_bits(bf16_round(v)) >> 16);
+      }
+    DeviceCopy<uint8_t> d_codes(codes), d_scales(scales);
+    DeviceCopy<uint16_t> out(std::vector<uint16_t>(codes.size(), 0xFFFF));
+    const cuda::ConvertKernel shipped = cuda::fp8_convert_kernel_for(d_codes.p, cols, out.p);
+    CHECK((shipped == cuda::ConvertKernel::chunks) == (cols % 16 == 0));
+    for (cuda::ConvertKernel k : {cuda::ConvertKernel::elements, shipped}) {
+      cuda::fp8_to_bf16(k, d_codes.p, d_scales.p, rows, cols, out.p, nullptr);
+      INFO("fp8 -> bf16 [" << rows << ", " << cols << "] " << kernel_name(k));
+      CHECK(out.get() == want);
+    }
+  }
+  for (int64_t n : {4000, 4001}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = std::ldexp(rng.normal(), rng.uniform_int(-40, 40));
+    DeviceCopy<float> d_x(x);
+    for (int terms : {1, 3}) {
+      std::vector<uint16_t> want(static_cast<size_t>(terms * n));
+      for (int64_t i = 0; i < n; ++i) {
+        float rest = x[i];
+        for (int t = 0; t < terms; ++t) {
+          const float b = bf16_round(rest);
+          want[t * n + i] = static_cast<uint16_t>(f32_bits(b) >> 16);
+          rest -= b;
+        }
+      }
+      DeviceCopy<uint16_t> out(std::vector<uint16_t>(want.size(), 0xFFFF));
+      const cuda::ConvertKernel shipped = cuda::split_kernel_for(d_x.p, n, out.p);
+      CHECK((shipped == cuda::ConvertKernel::chunks) == (n % 4 == 0));
+      for (cuda::ConvertKernel k : {cuda::ConvertKernel::elements, shipped}) {
+        cuda::split_bf16(k, d_x.p, n, terms, out.p, nullptr);
+        INFO("split " << n << " into " << terms << " planes, " << kernel_name(k));
+        CHECK(out.get() == want);
+      }
+    }
+  }
+}
 
 TEST_CASE("linear_fp8_gemm twin: partial 128-blocks, odd sizes, 1 and many rows") {
   Backends b;

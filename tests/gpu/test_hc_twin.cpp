@@ -59,15 +59,28 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
   }
 }
 
-TEST_CASE("hc_post twin: post x + comb^T res (bit-exact)") {
-  Backends b;
-  Rng rng(22);
-  PairF x = put(b, rng.normals(kRows * kHidden)), res = put(b, rng.normals(kRows * kHc * kHidden));
-  PairF post = put(b, rng.normals(kRows * kHc)), comb = put(b, rng.normals(kRows * kHc * kHc));
-  PairF out = zeros(b, res.n);
-  for (int s : {kCpu, kGpu}) b.at(s).hc_post(x[s], res[s], post[s], comb[s], kRows, kHc, kHidden, out[s]);
-  // Same f32 operations in the same order: exact.
-  check_close("hc_post", get(b, out, kCpu), get(b, out, kGpu), 0, 0);
+// The small case, then Flash (hidden 4096) as a decode row, a verify round and a prefill's
+// 1,024 rows (issue 13: the many-row launch shape), rows vs single rows.
+TEST_CASE("hc_post twin: post x + comb^T res (bit-exact); rows vs single rows") {
+  constexpr Shape kPostShapes[] = {{kHidden, kRows}, {4096, 1}, {4096, 5}, {4096, 1024}};
+  for (const Shape& sh : kPostShapes) {
+    Backends b;
+    Rng rng(22);
+    const int rows = sh.rows, hidden = sh.hidden;
+    const size_t n_x = static_cast<size_t>(rows) * hidden, n_res = n_x * kHc;
+    PairF x = put(b, rng.normals(n_x)), res = put(b, rng.normals(n_res));
+    PairF post = put(b, rng.normals(rows * kHc)), comb = put(b, rng.normals(rows * kHc * kHc));
+    PairF out = zeros(b, n_res), out1 = zeros(b, n_res);
+    for (int s : {kCpu, kGpu}) b.at(s).hc_post(x[s], res[s], post[s], comb[s], rows, kHc, hidden, out[s]);
+    // Same f32 operations in the same order: exact.
+    const std::string at = " hidden " + std::to_string(hidden) + " rows " + std::to_string(rows);
+    check_close("hc_post" + at, get(b, out, kCpu), get(b, out, kGpu), 0, 0);
+    for (int t = 0; t < rows; ++t)
+      b.gpu->hc_post(x[kGpu] + t * hidden, res[kGpu] + static_cast<size_t>(t) * kHc * hidden,
+                     post[kGpu] + t * kHc, comb[kGpu] + t * kHc * kHc, 1, kHc, hidden,
+                     out1[kGpu] + static_cast<size_t>(t) * kHc * hidden);
+    check_bitwise("hc_post rows vs single rows" + at, get(b, out, kGpu), get(b, out1, kGpu));
+  }
 }
 
 TEST_CASE("hc_head twin; rows vs single rows") {

@@ -120,7 +120,7 @@ class TracingOps final : public OpDecorator<TracingOps> {
     reci("attention index", idx, static_cast<size_t>(rows) * width);
     rec(std::string(O::name), o, static_cast<size_t>(rows) * heads * dim);
   }
-  template <OneOf<OpTag<"route">, OpTag<"route_dev">> O>
+  template <OneOf<OpTag<"route">, OpTag<"route_dev">, OpTag<"route_gemm">> O>
   void record(O, const BlockWeights&, const float*, int rows, const int32_t*, int, int, int k,
               float, int32_t* sel, float* wt) {
     reci("route sel", sel, static_cast<size_t>(rows) * k);
