@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/parallel_rows.h"
 
 namespace dsv4 {
 
@@ -14,12 +15,15 @@ void cpu_sink_attention(const float* q, int rows, int heads, int dim, const floa
   if (sink.numel() != heads)
     throw Error(cat("sink_attention: ", sink.name, " has ", sink.numel(), " entries, expected ",
                     heads, " heads"));
-  std::vector<double> logit(width);
-  std::vector<double> acc(dim);
-  for (int t = 0; t < rows; ++t) {
-    const int32_t* row = idx + static_cast<size_t>(t) * width;
-    for (int h = 0; h < heads; ++h) {
-      const float* qh = q + (static_cast<size_t>(t) * heads + h) * dim;
+  // Threads split the (row, head) pairs; each range has its own logit and acc scratch.
+  parallel_rows(static_cast<int64_t>(rows) * heads, int64_t{2} * width * dim,
+                [&](int64_t p0, int64_t p1) {
+    std::vector<double> logit(width);
+    std::vector<double> acc(dim);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int t = static_cast<int>(p / heads), h = static_cast<int>(p % heads);
+      const int32_t* row = idx + static_cast<size_t>(t) * width;
+      const float* qh = q + static_cast<size_t>(p) * dim;
       const double sink_logit = sink.f32_at(h);
       double m = sink_logit;  // D12: the sink takes part in the running max
       for (int k = 0; k < width; ++k) {
@@ -34,16 +38,16 @@ void cpu_sink_attention(const float* q, int rows, int heads, int dim, const floa
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int k = 0; k < width; ++k) {  // index-row order
         if (row[k] < 0) continue;
-        const double p = std::exp(logit[k] - m);
-        den += p;
+        const double pk = std::exp(logit[k] - m);
+        den += pk;
         const float* v = kv + static_cast<size_t>(row[k]) * dim;
-        for (int i = 0; i < dim; ++i) acc[i] += p * double(v[i]);
+        for (int i = 0; i < dim; ++i) acc[i] += pk * double(v[i]);
       }
       den += std::exp(sink_logit - m);  // §4.20: the sink has a zero value vector
-      float* oh = o + (static_cast<size_t>(t) * heads + h) * dim;
+      float* oh = o + static_cast<size_t>(p) * dim;
       for (int i = 0; i < dim; ++i) oh[i] = static_cast<float>(acc[i] / den);
     }
-  }
+  });
 }
 
 }  // namespace dsv4

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/cpu/parallel_rows.h"
 
 namespace dsv4 {
 
@@ -12,17 +13,19 @@ void cpu_indexer_scores(const float* q_row, const float* w_row, int heads, int d
                         float wscale, const float* keys, int n, float* scores) {
   std::vector<float> wp(heads);  // D7: w' = fl32(w * wscale) before the head sum
   for (int h = 0; h < heads; ++h) wp[h] = w_row[h] * wscale;
-  for (int j = 0; j < n; ++j) {
-    const float* key = keys + static_cast<size_t>(j) * dim;
-    double score = 0.0;
-    for (int h = 0; h < heads; ++h) {
-      const float* qh = q_row + static_cast<size_t>(h) * dim;
-      double dot = 0.0;
-      for (int i = 0; i < dim; ++i) dot += double(qh[i]) * double(key[i]);
-      score += double(wp[h]) * std::max(0.0, dot);
+  parallel_rows(n, int64_t{heads} * dim, [&](int64_t j0, int64_t j1) {  // threads split the keys
+    for (int64_t j = j0; j < j1; ++j) {
+      const float* key = keys + static_cast<size_t>(j) * dim;
+      double score = 0.0;
+      for (int h = 0; h < heads; ++h) {
+        const float* qh = q_row + static_cast<size_t>(h) * dim;
+        double dot = 0.0;
+        for (int i = 0; i < dim; ++i) dot += double(qh[i]) * double(key[i]);
+        score += double(wp[h]) * std::max(0.0, dot);
+      }
+      scores[j] = static_cast<float>(score);
     }
-    scores[j] = static_cast<float>(score);
-  }
+  });
 }
 
 void cpu_indexer_topk(const float* q, const float* w, int rows, int heads, int dim,

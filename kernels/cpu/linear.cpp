@@ -4,10 +4,38 @@
 
 #include "base/scalar_formats.h"
 #include "base/error.h"
+#include "kernels/cpu/parallel_rows.h"
 
 namespace dsv4 {
 
 namespace {
+
+// y[j] = sum_k a[k] * w[j*in + k] for j < B, each in Acc accumulating in ascending k from
+// zero: B independent chains in flight hide the add latency, and every output sees exactly
+// the operations of the one-output loop (no -ffast-math, no contraction: CMakeLists.txt).
+template <int B, class Acc>
+void dot_outputs(const float* a, const float* w, int64_t in, Acc* y) {
+  Acc acc[B] = {};
+  for (int64_t k = 0; k < in; ++k)
+    for (int j = 0; j < B; ++j) acc[j] += static_cast<Acc>(a[k]) * static_cast<Acc>(w[j * in + k]);
+  for (int j = 0; j < B; ++j) y[j] = acc[j];
+}
+
+// Outputs [n0, n1) of one activation row a against w [out, in]: 8 at a time, then singly.
+template <class Acc>
+void dot_range(const float* a, const float* w, int64_t in, int64_t n0, int64_t n1, float* y) {
+  constexpr int kB = 8;
+  Acc acc[kB];
+  int64_t n = n0;
+  for (; n + kB <= n1; n += kB) {
+    dot_outputs<kB>(a, w + n * in, in, acc);
+    for (int j = 0; j < kB; ++j) y[n + j] = static_cast<float>(acc[j]);
+  }
+  for (; n < n1; ++n) {
+    dot_outputs<1>(a, w + n * in, in, acc);
+    y[n] = static_cast<float>(acc[0]);
+  }
+}
 
 void require_matrix(const TensorView& w, const char* what) {
   if (w.shape.size() != 2)
@@ -19,17 +47,15 @@ void require_matrix(const TensorView& w, const char* what) {
 
 void cpu_lbf16(const float* w, int64_t out, int64_t in, const float* x, int64_t x_stride,
                int rows, bool act_bf16, float* y, int64_t y_stride) {
-  std::vector<float> a(static_cast<size_t>(in));  // the activation operand of one row
-  for (int r = 0; r < rows; ++r) {
-    const float* xr = x + r * x_stride;
-    for (int64_t k = 0; k < in; ++k) a[k] = act_bf16 ? bf16_round(xr[k]) : xr[k];
-    for (int64_t n = 0; n < out; ++n) {
-      const float* wn = w + n * in;
-      float acc = 0.0f;
-      for (int64_t k = 0; k < in; ++k) acc += a[k] * wn[k];
-      y[r * y_stride + n] = acc;
+  // Threads split the outputs n; each range rounds the activation rows itself.
+  parallel_rows(out, rows * in, [&](int64_t n0, int64_t n1) {
+    std::vector<float> a(static_cast<size_t>(in));  // the activation operand of one row
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x + r * x_stride;
+      for (int64_t k = 0; k < in; ++k) a[k] = act_bf16 ? bf16_round(xr[k]) : xr[k];
+      dot_range<float>(a.data(), w, in, n0, n1, y + r * y_stride);
     }
-  }
+  });
 }
 
 void cpu_grouped_lbf16(const float* wa, int64_t o_rank, int64_t in, const float* o, int rows,
@@ -55,16 +81,10 @@ void cpu_linear_island(CpuWeightCache& cache, const TensorView& w, const float* 
                        float* y) {
   require_matrix(w, "linear_island");
   const int64_t out = w.dim(0), in = w.dim(1);
-  const float* wf = cache.widened(w);  // [out, in]
-  for (int r = 0; r < rows; ++r) {
-    const float* xr = x + r * in;
-    for (int64_t n = 0; n < out; ++n) {
-      const float* wn = wf + n * in;
-      double acc = 0.0;
-      for (int64_t k = 0; k < in; ++k) acc += static_cast<double>(xr[k]) * wn[k];
-      y[r * out + n] = static_cast<float>(acc);
-    }
-  }
+  const float* wf = cache.widened(w);  // [out, in], decoded before the threads start
+  parallel_rows(out, rows * in, [&](int64_t n0, int64_t n1) {
+    for (int r = 0; r < rows; ++r) dot_range<double>(x + r * in, wf, in, n0, n1, y + r * out);
+  });
 }
 
 void cpu_grouped_wo_a(CpuWeightCache& cache, const Fp8Linear& wo_a, const float* o, int rows,

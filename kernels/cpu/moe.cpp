@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/parallel_rows.h"
 #include "kernels/cpu/quant.h"
 #include "model/codecs.h"
 #include "base/error.h"
@@ -41,17 +42,25 @@ void swiglu(const float* g, const float* u, int inter, float wt, float limit, fl
 // scale is a power of two (MXFP4, and NVFP4 recast by CHECKPOINT §3.8 rule 8) scaling the
 // weights before the sum equals scaling the partial after it bit for bit, which is
 // §4.23's "partial * activation scale * weight scale".
-void fp4_gemm(const float* w, int out, int in, const float* a_q, const float* a_s, float* y) {
-  for (int n = 0; n < out; ++n) {
-    const float* wn = w + static_cast<size_t>(n) * in;
-    float acc = 0.0f;
-    for (int b = 0; b < in / kFp4Block; ++b) {
-      float partial = 0.0f;
-      for (int k = b * kFp4Block; k < (b + 1) * kFp4Block; ++k) partial += a_q[k] * wn[k];
-      acc += partial * a_s[b * kFp4Block / kFp8Block];
-    }
-    y[n] = acc;
+template <int B>
+void fp4_outputs(const float* w, int in, const float* a_q, const float* a_s, float* y) {
+  float acc[B] = {};  // B outputs in flight (as dot_outputs in linear.cpp), each in order
+  for (int b = 0; b < in / kFp4Block; ++b) {
+    float partial[B] = {};
+    for (int k = b * kFp4Block; k < (b + 1) * kFp4Block; ++k)
+      for (int j = 0; j < B; ++j) partial[j] += a_q[k] * w[static_cast<size_t>(j) * in + k];
+    for (int j = 0; j < B; ++j) acc[j] += partial[j] * a_s[b * kFp4Block / kFp8Block];
   }
+  for (int j = 0; j < B; ++j) y[j] = acc[j];
+}
+
+void fp4_gemm(const float* w, int out, int in, const float* a_q, const float* a_s, float* y) {
+  parallel_rows(out, in, [&](int64_t n0, int64_t n1) {  // threads split the outputs n
+    constexpr int kB = 8;
+    int64_t n = n0;
+    for (; n + kB <= n1; n += kB) fp4_outputs<kB>(w + n * in, in, a_q, a_s, y + n);
+    for (; n < n1; ++n) fp4_outputs<1>(w + n * in, in, a_q, a_s, y + n);
+  });
 }
 
 void record(SwigluTrace* trace, const std::vector<float>& g, const std::vector<float>& u,
@@ -158,42 +167,72 @@ void cpu_moe(CpuWeightCache& cache, const BlockWeights& b, const float* x, int r
   const float* sw1 = cache.dense(b.shared_w1);
   const float* sw3 = cache.dense(b.shared_w3);
   const float* sw2 = cache.dense(b.shared_w2);
-  std::vector<float> x_q(native ? hidden : 0), x_s(native ? hidden / kFp8Block : 0);
-  std::vector<float> expert_out(hidden), shared_out(hidden);
-  std::vector<std::pair<int32_t, float>> picks(k);
+  // Serially, in row order (so a bad input fails as it always has): check every pick and
+  // its expert; then decode the picked experts' weights (on threads) before the rows'
+  // threads start, which only read them (the cache is not thread-safe).
+  std::vector<char> picked(n_experts, 0);
+  std::vector<const Fp4Linear*> projections;
+  std::vector<int32_t> ids(k);
+  int64_t max_inter = 0;
   for (int t = 0; t < rows; ++t) {
-    const float* xt = x + static_cast<size_t>(t) * hidden;
-    float* yt = out + static_cast<size_t>(t) * hidden;
     for (int j = 0; j < k; ++j) {
-      picks[j] = {sel[static_cast<size_t>(t) * k + j], wt[static_cast<size_t>(t) * k + j]};
-      DSV4_CHECK(picks[j].first >= 0 && picks[j].first < n_experts, "row ", t, " expert ",
-                 picks[j].first);
+      ids[j] = sel[static_cast<size_t>(t) * k + j];
+      DSV4_CHECK(ids[j] >= 0 && ids[j] < n_experts, "row ", t, " expert ", ids[j]);
     }
-    std::sort(picks.begin(), picks.end());  // §4.23 step 6: ascending expert id
-    if (native) cpu_act_quant_fp8_values(xt, hidden, x_q.data(), x_s.data());  // once per row
-    std::fill(yt, yt + hidden, 0.0f);
-    for (const auto& [id, w] : picks) {
+    std::sort(ids.begin(), ids.end());  // the order the row evaluates them in
+    for (const int32_t id : ids) {
+      if (picked[id]) continue;
+      picked[id] = 1;
       const ExpertWeights& e = b.experts[id];
-      const int inter = static_cast<int>(e.w1.rows);
-      check_expert_shapes(e, hidden, inter, id);
+      check_expert_shapes(e, hidden, static_cast<int>(e.w1.rows), id);
       if (!native && e.w1.recipe == ExpertRecipe::nvfp4 &&
           !(is_pow2(e.w1.scale_2) && is_pow2(e.w2.scale_2) && is_pow2(e.w3.scale_2)))
         throw Error(cat("moe: expert ", id, " (", e.w1.weight.name, ") has a weight_scale_2 that "
                         "is not a power of two; the bf16 expert arm cannot be exact (C4)"));
-      const float *w1 = cache.expert(e.w1), *w3 = cache.expert(e.w3), *w2 = cache.expert(e.w2);
-      if (native)
-        cpu_expert_native(w1, w3, w2, hidden, inter, x_q.data(), x_s.data(), w, swiglu_limit,
-                          expert_out.data());
-      else
-        cpu_expert_lbf16(w1, w3, w2, hidden, inter, xt, w, swiglu_limit, num.act_bf16(),
-                         expert_out.data());
-      for (int i = 0; i < hidden; ++i) yt[i] += expert_out[i];
+      projections.insert(projections.end(), {&e.w1, &e.w3, &e.w2});
+      max_inter = std::max<int64_t>(max_inter, e.w1.rows);
     }
-    // §4.24: the shared expert, unweighted (wt = 1 is exact), added last.
-    cpu_expert_lbf16(sw1, sw3, sw2, hidden, shared_inter, xt, 1.0f, swiglu_limit,
-                     num.act_bf16(), shared_out.data());
-    for (int i = 0; i < hidden; ++i) yt[i] += shared_out[i];
   }
+  cache.decode_experts(projections);
+  struct Decoded {
+    const float *w1 = nullptr, *w3 = nullptr, *w2 = nullptr;
+  };
+  std::vector<Decoded> weights(n_experts);
+  for (int id = 0; id < n_experts; ++id)
+    if (picked[id]) {
+      const ExpertWeights& e = b.experts[id];
+      weights[id] = {cache.expert(e.w1), cache.expert(e.w3), cache.expert(e.w2)};
+    }
+  const int64_t row_cost = 3 * hidden * (k * max_inter + shared_inter);
+  parallel_rows(rows, row_cost, [&](int64_t t0, int64_t t1) {  // threads split the rows
+    std::vector<float> x_q(native ? hidden : 0), x_s(native ? hidden / kFp8Block : 0);
+    std::vector<float> expert_out(hidden), shared_out(hidden);
+    std::vector<std::pair<int32_t, float>> picks(k);
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* xt = x + static_cast<size_t>(t) * hidden;
+      float* yt = out + static_cast<size_t>(t) * hidden;
+      for (int j = 0; j < k; ++j)
+        picks[j] = {sel[static_cast<size_t>(t) * k + j], wt[static_cast<size_t>(t) * k + j]};
+      std::sort(picks.begin(), picks.end());  // §4.23 step 6: ascending expert id
+      if (native) cpu_act_quant_fp8_values(xt, hidden, x_q.data(), x_s.data());  // once per row
+      std::fill(yt, yt + hidden, 0.0f);
+      for (const auto& [id, w] : picks) {
+        const Decoded& d = weights[id];
+        const int inter = static_cast<int>(b.experts[id].w1.rows);
+        if (native)
+          cpu_expert_native(d.w1, d.w3, d.w2, hidden, inter, x_q.data(), x_s.data(), w,
+                            swiglu_limit, expert_out.data());
+        else
+          cpu_expert_lbf16(d.w1, d.w3, d.w2, hidden, inter, xt, w, swiglu_limit,
+                           num.act_bf16(), expert_out.data());
+        for (int i = 0; i < hidden; ++i) yt[i] += expert_out[i];
+      }
+      // §4.24: the shared expert, unweighted (wt = 1 is exact), added last.
+      cpu_expert_lbf16(sw1, sw3, sw2, hidden, shared_inter, xt, 1.0f, swiglu_limit,
+                       num.act_bf16(), shared_out.data());
+      for (int i = 0; i < hidden; ++i) yt[i] += shared_out[i];
+    }
+  });
 }
 
 }  // namespace dsv4

@@ -1,6 +1,9 @@
 // CpuWeightCache: decode once per stored tensor, keyed by the stored bytes' address.
 #include "kernels/cpu/weight_cache.h"
 
+#include <set>
+
+#include "kernels/cpu/parallel_rows.h"
 #include "model/codecs.h"
 #include "base/error.h"
 
@@ -28,6 +31,23 @@ const float* CpuWeightCache::expert(const Fp4Linear& w) {
   auto it = cache_.find(key(w.weight));
   if (it == cache_.end()) it = cache_.emplace(key(w.weight), decode_fp4_linear(w)).first;
   return it->second.data();
+}
+
+void CpuWeightCache::decode_experts(const std::vector<const Fp4Linear*>& ws) {
+  std::vector<const Fp4Linear*> missing;  // distinct, in the order given
+  std::set<Key> seen;
+  for (const Fp4Linear* w : ws) {
+    require_stored(w->weight, "FP4 expert projection");
+    if (!cache_.count(key(w->weight)) && seen.insert(key(w->weight)).second) missing.push_back(w);
+  }
+  if (missing.empty()) return;
+  std::vector<std::vector<float>> decoded(missing.size());
+  parallel_rows(static_cast<int64_t>(missing.size()), missing[0]->rows * missing[0]->cols,
+                [&](int64_t i0, int64_t i1) {
+                  for (int64_t i = i0; i < i1; ++i) decoded[i] = decode_fp4_linear(*missing[i]);
+                });
+  for (size_t i = 0; i < missing.size(); ++i)
+    cache_.emplace(key(missing[i]->weight), std::move(decoded[i]));
 }
 
 const float* CpuWeightCache::widened(const TensorView& t) {

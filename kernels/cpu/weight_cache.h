@@ -17,6 +17,9 @@ class CpuWeightCache {
   const float* dense(const Fp8Linear& w);
   // W [rows, cols] of an FP4 expert projection (§3.6 / §3.7).
   const float* expert(const Fp4Linear& w);
+  // Decodes those of ws not cached yet, one projection a thread (kernels/cpu/parallel_rows.h),
+  // so later expert() calls only look them up.
+  void decode_experts(const std::vector<const Fp4Linear*>& ws);
   // A BF16 or F32 tensor widened to f32 (islands, norms, head rows).
   const float* widened(const TensorView& t);
   void clear() { cache_.clear(); }

@@ -9,6 +9,7 @@
 #include "kernels/cpu/quant.h"
 #include "model/codecs.h"
 #include "tests/test_views.h"
+#include "cpu_threads_env.h"
 #include "vector_harness.h"
 
 using namespace dsv4;
@@ -52,6 +53,31 @@ Numerics arm(ExpertArm a) {
   Numerics n;
   n.expert_arm = a;
   return n;
+}
+
+// E random experts [F, H] / [H, F] (MXFP4, or its lossless NVFP4 recast) and a random FP8
+// shared expert of the same widths, seeded from `seed`.
+void fill_random_moe(MoeFixture& f, ExpertRecipe recipe, int E, int H, int F, uint32_t seed) {
+  for (int e = 0; e < E; ++e)
+    for (int i = 0; i < 3; ++i) {
+      const std::vector<float> master = random_uniform(static_cast<size_t>(H) * F, seed + 3 * e + i, -1, 1);
+      const int64_t rows = i == 2 ? H : F, cols = i == 2 ? F : H;
+      Fp4Encoded mx = encode_mxfp4(master.data(), rows, cols);
+      f.encoded.push_back(recipe == ExpertRecipe::mxfp4 ? std::move(mx) : mxfp4_to_nvfp4(mx, rows, cols));
+    }
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<float> master = random_uniform(static_cast<size_t>(H) * F, seed + 100 + i, -0.5f, 0.5f);
+    f.shared[i] = encode_fp8_linear(master.data(), i == 2 ? H : F, i == 2 ? F : H);
+  }
+  set_shared(f, H, F);
+  for (int e = 0; e < E; ++e) {
+    const std::string n = "ffn.experts." + std::to_string(e);
+    ExpertWeights w;
+    w.w1 = fp4_view(n + ".w1", recipe, F, H, f.encoded[3 * e]);
+    w.w3 = fp4_view(n + ".w3", recipe, F, H, f.encoded[3 * e + 1]);
+    w.w2 = fp4_view(n + ".w2", recipe, H, F, f.encoded[3 * e + 2]);
+    f.block.experts.push_back(w);
+  }
 }
 
 }  // namespace
@@ -156,24 +182,7 @@ TEST_CASE("bf16 expert arm on bf16 weights: swiglu_limit 10 clamps, limit <= 0 d
 TEST_CASE("moe: experts summed in ascending id from 0 whatever the slot order, shared expert added last") {
   const int H = 128, F = 128, E = 4, k = 3;
   MoeFixture f;
-  for (int e = 0; e < E; ++e)
-    for (int i = 0; i < 3; ++i) {
-      const std::vector<float> master = random_uniform(static_cast<size_t>(H) * F, 100 + 3 * e + i, -1, 1);
-      f.encoded.push_back(encode_mxfp4(master.data(), i == 2 ? H : F, i == 2 ? F : H));
-    }
-  for (int i = 0; i < 3; ++i) {
-    const std::vector<float> master = random_uniform(static_cast<size_t>(H) * F, 200 + i, -0.5f, 0.5f);
-    f.shared[i] = encode_fp8_linear(master.data(), i == 2 ? H : F, i == 2 ? F : H);
-  }
-  set_shared(f, H, F);
-  for (int e = 0; e < E; ++e) {
-    const std::string n = "ffn.experts." + std::to_string(e);
-    ExpertWeights w;
-    w.w1 = fp4_view(n + ".w1", ExpertRecipe::mxfp4, F, H, f.encoded[3 * e]);
-    w.w3 = fp4_view(n + ".w3", ExpertRecipe::mxfp4, F, H, f.encoded[3 * e + 1]);
-    w.w2 = fp4_view(n + ".w2", ExpertRecipe::mxfp4, H, F, f.encoded[3 * e + 2]);
-    f.block.experts.push_back(w);
-  }
+  fill_random_moe(f, ExpertRecipe::mxfp4, E, H, F, 100);
   const std::vector<float> x = random_uniform(H, 7, -3, 3);
   const int32_t sel_a[k] = {3, 0, 2}, sel_b[k] = {0, 2, 3};
   const float wt_a[k] = {0.5f, 0.25f, 0.75f}, wt_b[k] = {0.25f, 0.75f, 0.5f};
@@ -201,5 +210,49 @@ TEST_CASE("moe: experts summed in ascending id from 0 whatever the slot order, s
                      cache.dense(f.block.shared_w2), H, F, x.data(), 1.0f, 10.0f, true, one.data());
     for (int i = 0; i < H; ++i) expect[i] += one[i];
     CHECK(std::memcmp(out_b.data(), expect.data(), H * sizeof(float)) == 0);
+  }
+}
+
+// kernels/cpu/parallel_rows.h: threads split the rows (and, with threads to spare, each
+// row's projections); every output bit-identical to the one-thread run. H 2048, inter 512:
+// 1 or 5 rows, so both the row split and the nested split of a projection's outputs run.
+TEST_CASE("moe: the threaded rows equal the one-thread run bit for bit, both arms and recipes") {
+  const int H = 2048, F = 512, E = 5, k = 3;
+  for (const ExpertRecipe recipe : {ExpertRecipe::mxfp4, ExpertRecipe::nvfp4}) {
+    CAPTURE(static_cast<int>(recipe));
+    MoeFixture f;
+    fill_random_moe(f, recipe, E, H, F, 300);
+    const int rows = 5;
+    const std::vector<float> x = random_uniform(static_cast<size_t>(rows) * H, 8, -3, 3);
+    const std::vector<int32_t> sel = {4, 0, 2, 1, 3, 0, 2, 0, 4, 3, 1, 2, 0, 4, 1};
+    const std::vector<float> wt = random_uniform(sel.size(), 9, 0.1f, 1.0f);
+    for (const ExpertArm a : {ExpertArm::native, ExpertArm::bf16}) {
+      for (const int n : {1, rows}) {
+        CAPTURE(static_cast<int>(a));
+        CAPTURE(n);
+        auto moe = [&] {  // a fresh cache: the expert weights decode on the threads too
+          CpuWeightCache cache;
+          std::vector<float> out(static_cast<size_t>(n) * H);
+          cpu_moe(cache, f.block, x.data(), n, sel.data(), wt.data(), k, 10.0f, arm(a), out.data());
+          return out;
+        };
+        const std::vector<float> serial = with_cpu_threads(1, moe);
+        for (const int threads : {3, 8}) {
+          CAPTURE(threads);
+          const std::vector<float> got = with_cpu_threads(threads, moe);
+          CHECK(std::memcmp(got.data(), serial.data(), got.size() * sizeof(float)) == 0);
+        }
+      }
+    }
+    // A projection that fails to decode on a worker thread: its error reaches the caller.
+    f.block.experts[3].w2.weight.dtype = DType::F32;
+    CpuWeightCache cache;
+    std::vector<float> out(static_cast<size_t>(rows) * H);
+    CHECK_THROWS_WITH_AS(with_cpu_threads(8, [&] {
+                           cpu_moe(cache, f.block, x.data(), rows, sel.data(), wt.data(), k, 10.0f,
+                                   arm(ExpertArm::native), out.data());
+                           return 0;
+                         }),
+                         doctest::Contains("ffn.experts.3.w2.weight"), Error);
   }
 }
