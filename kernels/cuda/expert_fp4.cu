@@ -147,56 +147,123 @@ __device__ inline void wait_copies() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// The tile of item i, its slots and its expert's projections.
-template <int NW>
-__device__ inline const int32_t* item_tile(const FragArgs& a, int64_t i, int64_t m_tiles, Fp4Frag (&w)[NW]) {
-  const int32_t* slots = a.mma.tiles.slot + i / m_tiles * kMmaCols;
-  projections<NW>(a.experts[a.sel[slots[0]]], w);
-  return slots;
+// What the walk needs of an item: its tile's slots, per A set the code unit of lane 0 at
+// chunk 0 and the scales of lane group 0 at chunk 0 of its first 16-row block, and the
+// projections' weight_scale_2 (the epilogue's).
+template <int NW, bool NV>
+struct FragItem {
+  using Scales = typename FragSlot<NV>::Scales;
+  const int32_t* slots;
+  const uint4* codes[kSets];
+  const Scales* scales[kSets];
+  float scale_2[NW];
+};
+
+// Item i looked up in global memory: its tile's slots, the tile's expert (sel of its first
+// slot) and that expert's projections: three dependent loads.
+template <int NW, bool NV>
+__device__ inline FragItem<NW, NV> item_lookup(const FragArgs& a, int64_t i, int64_t m_tiles, int chunks) {
+  using Scales = typename FragSlot<NV>::Scales;
+  FragItem<NW, NV> it;
+  it.slots = a.mma.tiles.slot + i / m_tiles * kMmaCols;
+  Fp4Frag w[NW];
+  projections<NW>(a.experts[a.sel[it.slots[0]]], w);
+#pragma unroll
+  for (int j = 0; j < kSets; ++j) {  // set j: projection j (up) or 16-row block j (down)
+    const Fp4Frag& f = w[NW == 2 ? j : 0];
+    const int64_t b = i % m_tiles * (kItemRows<NW> / kMmaRows) + (NW == 2 ? 0 : j);
+    it.codes[j] = f.codes + b * (a.mma.k / kFragUnitK) * kWarp;
+    it.scales[j] = reinterpret_cast<const Scales*>(f.scales) + b * chunks * 8;
+  }
+#pragma unroll
+  for (int j = 0; j < NW; ++j) it.scale_2[j] = w[j].scale_2;
+  return it;
 }
 
+// v1's table row of an item (FragItem with the slots held).
+template <int NW, bool NV>
+struct FragRow {
+  int32_t slots[kMmaCols];
+  FragItem<NW, NV> item;
+};
+
+// The block's items blockIdx.x + n gridDim.x, n = 0, 1, ...: v0 looks item n up when asked
+// (item_lookup), v1 reads row n of the table the block filled once (fill, before any copy).
+template <int NW, bool NV, FragVariant V>
+struct FragWalk {
+  int64_t m_tiles;
+  int chunks;
+  int mine;                // the block's items (v1: the table's rows in use)
+  FragRow<NW, NV>* table;  // v1: [kFragTableItems] in shared memory
+  __device__ FragWalk(const FragArgs& a, FragRow<NW, NV>* table_)
+      : m_tiles(a.mma.m / kItemRows<NW>), chunks(static_cast<int>(a.mma.k / kChunk)), table(table_) {
+    const int64_t items = *a.mma.tiles.count * m_tiles;
+    mine = items > blockIdx.x ? static_cast<int>((items - 1 - blockIdx.x) / gridDim.x + 1) : 0;
+  }
+  __device__ void fill(const FragArgs& a) const {
+    if constexpr (V == FragVariant::table) {
+      if (mine > kFragTableItems) {  // a bug: launch_fp4 runs v0 for calls that could need more rows
+        if (threadIdx.x == 0)
+          printf("expert_fp4 v1: block %u has %d items, its table %d rows\n", blockIdx.x, mine, kFragTableItems);
+        __trap();
+      }
+      for (int n = threadIdx.x; n < mine; n += blockDim.x) {
+        FragRow<NW, NV>& r = table[n];
+        r.item = item_lookup<NW, NV>(a, blockIdx.x + int64_t{n} * gridDim.x, m_tiles, chunks);
+#pragma unroll
+        for (int s = 0; s < kMmaCols; ++s) r.slots[s] = r.item.slots[s];
+        r.item.slots = r.slots;
+      }
+      __syncthreads();
+    }
+  }
+  __device__ FragItem<NW, NV> item(const FragArgs& a, int n) const {
+    if constexpr (V == FragVariant::table)
+      return table[n].item;
+    else
+      return item_lookup<NW, NV>(a, blockIdx.x + int64_t{n} * gridDim.x, m_tiles, chunks);
+  }
+};
+
 // A warp's copies, ring - 1 (item, chunk) steps ahead of its mma, in the order the kernel
-// consumes them: items blockIdx.x, + gridDim.x, ..., in each the warp's chunks ascending
+// consumes them: the block's items n = 0, 1, ..., in each the warp's chunks ascending
 // (consecutive: a lane's next code units are the next 1 KiB of its rows' units).
 // A zero column's activation run and scale are stored as zeros (so the mma never needs to
 // know which columns live). A warp with no chunk copies nothing; past the last step a
 // commit group is empty.
-template <int NW, bool NV>
+template <int NW, bool NV, FragVariant V>
 struct FragFeeder {
   using Scales = typename FragSlot<NV>::Scales;
-  int64_t m_tiles, items, item;
-  int chunks, c = 0, c_end;  // the next step's chunk; the warp's range ends at c_end
+  const FragWalk<NW, NV, V> walk;  // a copy: the kernel's (registers, never the stack)
+  int n;                     // the block's item of the next step (>= walk.mine: none)
+  int c = 0, c_end;          // the next step's chunk; the warp's range ends at c_end
   // The next step's sources (advanced by one chunk after each copy):
   const uint4* codes[kSets];         // the lane's first unit of the chunk's rows
   const Scales* scales[kSets];       // lane group g's scales of the chunk (read by lane 4g)
   const __half* act = nullptr;       // column g's activation run + 32t (null: a zero column)
   const float* act_scale = nullptr;  // lane L < 8: column L's scale of the chunk (null: none)
-  __device__ FragFeeder(const FragArgs& a, int64_t m_tiles_, int64_t items_, int chunks_)
-      : m_tiles(m_tiles_), items(items_), item(items_), chunks(chunks_) {
+  __device__ FragFeeder(const FragArgs& a, const FragWalk<NW, NV, V>& w) : walk(w), n(w.mine) {
     const int warp = threadIdx.x / kWarp;
-    c_end = partial_chunks(warp + 1, chunks);
-    if (partial_chunks(warp, chunks) < c_end) enter(a, blockIdx.x);
+    c_end = partial_chunks(warp + 1, walk.chunks);
+    if (partial_chunks(warp, walk.chunks) < c_end) enter(a, 0);
   }
-  __device__ void enter(const FragArgs& a, int64_t i) {
-    item = i;
-    c = partial_chunks(threadIdx.x / kWarp, chunks);
-    if (item >= items) return;
+  __device__ void enter(const FragArgs& a, int n_) {
+    n = n_;
+    c = partial_chunks(threadIdx.x / kWarp, walk.chunks);
+    if (n >= walk.mine) return;
     const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-    Fp4Frag w[NW];
-    const int32_t* slots = item_tile<NW>(a, item, m_tiles, w);
+    const FragItem<NW, NV> it = walk.item(a, n);
 #pragma unroll
-    for (int j = 0; j < kSets; ++j) {  // set j: projection j (up) or 16-row block j (down)
-      const Fp4Frag& f = w[NW == 2 ? j : 0];
-      const int64_t b = item % m_tiles * (kItemRows<NW> / kMmaRows) + (NW == 2 ? 0 : j);
-      codes[j] = f.codes + (b * (a.mma.k / kFragUnitK) + kUnits * c) * kWarp + lane;
-      scales[j] = reinterpret_cast<const Scales*>(f.scales) + (b * chunks + c) * 8 + g;
+    for (int j = 0; j < kSets; ++j) {
+      codes[j] = it.codes[j] + kUnits * c * kWarp + lane;
+      scales[j] = it.scales[j] + c * 8 + g;
     }
-    const int32_t col = slots[g], own = slots[lane % 8];
+    const int32_t col = it.slots[g], own = it.slots[lane % 8];
     act = col >= 0 ? a.act + (col / a.mma.act_div) * a.mma.k + int64_t{c} * kChunk + 32 * t : nullptr;
-    act_scale = lane < 8 && own >= 0 ? a.act_scale + (own / a.mma.act_div) * chunks + c : nullptr;
+    act_scale = lane < 8 && own >= 0 ? a.act_scale + (own / a.mma.act_div) * walk.chunks + c : nullptr;
   }
   __device__ void step(const FragArgs& a, FragSlot<NV>& slot) {
-    if (item < items) {
+    if (n < walk.mine) {
       const int lane = threadIdx.x % kWarp, t = lane % 4;
 #pragma unroll
       for (int j = 0; j < kSets; ++j) {
@@ -225,7 +292,7 @@ struct FragFeeder {
         if (act) act += kChunk;
         if (act_scale) ++act_scale;
       } else {
-        enter(a, item + gridDim.x);
+        enter(a, n + 1);
       }
     }
     commit_copies();
@@ -258,13 +325,15 @@ __device__ inline void frag_chunk(const FragSlot<NV>& in, float (&acc)[kSets][4]
   for (int j = 0; j < kSets; ++j) frag_chunk_scaled<NV>(in.act_scale, chunk[j], acc[j]);
 }
 
-// part: the 8 warps' accumulators of one item (two sets).
-template <bool NV, int S>
-constexpr size_t kFragSmem = sizeof(float) * kWarps * kSets * 4 * kWarp + sizeof(FragSlot<NV>) * kWarps * S;
+// part: the 8 warps' accumulators of one item (two sets); then each warp's ring; v1: then
+// the block's item table.
+template <int NW, bool NV, int S, FragVariant V>
+constexpr size_t kFragSmem = sizeof(float) * kWarps * kSets * 4 * kWarp + sizeof(FragSlot<NV>) * kWarps * S +
+                             (V == FragVariant::table ? sizeof(FragRow<NW, NV>) * kFragTableItems : 0);
 
 // Step n of a warp waits for its slot n % S, then (all lanes past step n - 1) refills slot
 // (n - 1) % S with step n + S - 1, then multiplies slot n % S.
-template <int NW, bool NV, int S>
+template <int NW, bool NV, int S, FragVariant V>
 __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
   static_assert(S >= 2, "one slot read while the others fill");
   cuda::pdl_wait();  // launch.cuh: the tiles, activations and sel are earlier kernels' outputs
@@ -274,24 +343,24 @@ __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
   static_assert(sizeof(Part) % sizeof(uint4) == 0 && sizeof(FragSlot<NV>) % sizeof(uint4) == 0);
   Part& part = *reinterpret_cast<Part*>(smem);
   const int warp = threadIdx.x / kWarp;
-  auto* ring = reinterpret_cast<FragSlot<NV>*>(smem + sizeof(Part) / sizeof(uint4)) + warp * S;
-  const int64_t m_tiles = a.mma.m / kItemRows<NW>, items = *a.mma.tiles.count * m_tiles;
-  const int chunks = static_cast<int>(a.mma.k / kChunk);
-  FragFeeder<NW, NV> feed(a, m_tiles, items, chunks);
+  auto* rings = reinterpret_cast<FragSlot<NV>*>(smem + sizeof(Part) / sizeof(uint4));
+  auto* ring = rings + warp * S;
+  const FragWalk<NW, NV, V> walk(a, reinterpret_cast<FragRow<NW, NV>*>(rings + kWarps * S));
+  walk.fill(a);
+  FragFeeder<NW, NV, V> feed(a, walk);
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) feed.step(a, ring[s]);
   int slot = 0;
 #pragma unroll 1
-  for (int64_t i = blockIdx.x; i < items; i += gridDim.x) {
-    Fp4Frag w[NW];
-    const int32_t* slots = item_tile<NW>(a, i, m_tiles, w);  // for the epilogue
+  for (int n = 0; n < walk.mine; ++n) {
+    const FragItem<NW, NV> it = walk.item(a, n);  // for the epilogue
     float acc[kSets][4];
 #pragma unroll
     for (int j = 0; j < kSets; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[j][e] = 0.0f;
 #pragma unroll 1
-    for (int c = partial_chunks(warp, chunks); c < partial_chunks(warp + 1, chunks); ++c) {
+    for (int c = partial_chunks(warp, walk.chunks); c < partial_chunks(warp + 1, walk.chunks); ++c) {
       wait_copies<S - 2>();
       __syncwarp();  // the lanes' copies of this slot landed; every lane is past the previous one
       feed.step(a, ring[(slot + S - 1) % S]);
@@ -300,17 +369,17 @@ __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
     }
     Fp4W scale_2[NW];  // tile_epilogue's weight_scale_2
 #pragma unroll
-    for (int j = 0; j < NW; ++j) scale_2[j].scale_2 = w[j].scale_2;
-    const int64_t m0 = i % m_tiles * kItemRows<NW>;
+    for (int j = 0; j < NW; ++j) scale_2[j].scale_2 = it.scale_2[j];
+    const int64_t m0 = (blockIdx.x + int64_t{n} * gridDim.x) % walk.m_tiles * kItemRows<NW>;
     if constexpr (NW == 2) {
-      tile_epilogue<2>(a.mma, slots, scale_2, m0, acc, part);
+      tile_epilogue<2>(a.mma, it.slots, scale_2, m0, acc, part);
     } else {  // the item's two 16-row blocks, one after the other through part's first half
       using Part1 = float[kWarps][1][4][kWarp];
       using Acc1 = const float[1][4];
 #pragma unroll
       for (int j = 0; j < kSets; ++j) {
         if (j > 0) __syncthreads();  // part read by the previous block's epilogue
-        tile_epilogue<1>(a.mma, slots, scale_2, m0 + j * kMmaRows, reinterpret_cast<Acc1&>(acc[j]),
+        tile_epilogue<1>(a.mma, it.slots, scale_2, m0 + j * kMmaRows, reinterpret_cast<Acc1&>(acc[j]),
                          *reinterpret_cast<Part1*>(smem));
       }
     }
@@ -319,30 +388,47 @@ __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
   wait_copies<0>();  // no copy outlives the block
 }
 
-template <int NW, bool NV, int S>
+template <int NW, bool NV, int S, FragVariant V>
 void launch_fp4(const FragArgs& a, int64_t tiles_max, int device, cudaStream_t stream) {
-  constexpr size_t smem = kFragSmem<NV, S>;
-  constexpr auto kernel = expert_fp4_kernel<NW, NV, S>;
-  const int64_t blocks = resident_grid<kernel, smem>(tiles_max * (a.mma.m / kItemRows<NW>), device);
+  constexpr size_t smem = kFragSmem<NW, NV, S, V>;
+  constexpr auto kernel = expert_fp4_kernel<NW, NV, S, V>;
+  // 228 KiB of shared memory an SM, 1 KiB of it reserved a block (v1's table included).
+  static_assert(S > 3 || 2 * (smem + 1024) <= 228 * 1024, "rings of 2-3 slots keep two blocks an SM");
+  const int64_t items_max = tiles_max * (a.mma.m / kItemRows<NW>);
+  const int64_t blocks = resident_grid<kernel, smem>(items_max, device);
   if (blocks <= 0) return;
+  if constexpr (V == FragVariant::table)
+    if ((items_max + blocks - 1) / blocks > kFragTableItems)  // more items a block than rows
+      return launch_fp4<NW, NV, S, FragVariant::lookup>(a, tiles_max, device, stream);
   cuda::launch(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, a);
 }
 
-template <int NW, bool NV>
+template <int NW, bool NV, FragVariant V>
 void launch_fp4(int ring, const FragArgs& a, int64_t tiles_max, int device, cudaStream_t stream) {
-  if (a.mma.m % kItemRows<NW> != 0 || a.mma.k % kChunk != 0)
-    throw Error(cat("expert_fp4: a ", a.mma.m, " x ", a.mma.k, " projection is not whole ", kItemRows<NW>, " x ", kChunk,
-                    " items"));
   switch (ring) {
     case 2:
-      return launch_fp4<NW, NV, 2>(a, tiles_max, device, stream);
+      return launch_fp4<NW, NV, 2, V>(a, tiles_max, device, stream);
     case 3:
-      return launch_fp4<NW, NV, 3>(a, tiles_max, device, stream);
+      return launch_fp4<NW, NV, 3, V>(a, tiles_max, device, stream);
     case 4:
-      return launch_fp4<NW, NV, 4>(a, tiles_max, device, stream);
+      return launch_fp4<NW, NV, 4, V>(a, tiles_max, device, stream);
     default:
       throw Error(cat("expert_fp4: a ring of ", ring, " slots (2-4 are built)"));
   }
+}
+
+template <int NW, bool NV>
+void launch_fp4(int ring, FragVariant variant, const FragArgs& a, int64_t tiles_max, int device, cudaStream_t stream) {
+  if (a.mma.m % kItemRows<NW> != 0 || a.mma.k % kChunk != 0)
+    throw Error(cat("expert_fp4: a ", a.mma.m, " x ", a.mma.k, " projection is not whole ", kItemRows<NW>, " x ", kChunk,
+                    " items"));
+  switch (variant) {
+    case FragVariant::lookup:
+      return launch_fp4<NW, NV, FragVariant::lookup>(ring, a, tiles_max, device, stream);
+    case FragVariant::table:
+      return launch_fp4<NW, NV, FragVariant::table>(ring, a, tiles_max, device, stream);
+  }
+  throw Error(cat("expert_fp4: no variant v", static_cast<int>(variant)));
 }
 
 }  // namespace
@@ -456,11 +542,13 @@ void act_fp16_rows(const float* x, int64_t rows, int64_t K, __half* q, float* s,
 }
 
 void launch_expert_fp4(int nw, bool nv, int ring, const FragArgs& a, int64_t tiles_max, int device,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, FragVariant variant) {
   if (nw == 2)
-    nv ? launch_fp4<2, true>(ring, a, tiles_max, device, stream) : launch_fp4<2, false>(ring, a, tiles_max, device, stream);
+    nv ? launch_fp4<2, true>(ring, variant, a, tiles_max, device, stream)
+       : launch_fp4<2, false>(ring, variant, a, tiles_max, device, stream);
   else
-    nv ? launch_fp4<1, true>(ring, a, tiles_max, device, stream) : launch_fp4<1, false>(ring, a, tiles_max, device, stream);
+    nv ? launch_fp4<1, true>(ring, variant, a, tiles_max, device, stream)
+       : launch_fp4<1, false>(ring, variant, a, tiles_max, device, stream);
 }
 
 }  // namespace dsv4::cuda

@@ -252,10 +252,24 @@ struct FragArgs {
 // 111 KiB a block, two blocks an SM, 64 KiB of weights in flight an SM.
 constexpr int kFragRing = 3;
 
+// The decode kernel's compile-time variants (dsv4-dev-moe "fp4 v<N> R<ring>"): the same
+// copies, products and K order, so every variant equals v0 bit for bit.
+// v0 lookup: each warp finds an item's tile, expert and projections by three dependent
+//    global loads (slots, sel, the expert table) when its copies enter the item and again
+//    when its mma reach it (for the epilogue): ~6 L2 round trips an item a warp.
+// v1 table: the block looks up all its items once, each thread one, into a shared table
+//    (kFragTableItems rows: slots, code and scale bases, weight_scale_2) before the ring
+//    starts; items then cost shared loads. A call whose blocks could hold more items than
+//    the table runs v0 (launch_expert_fp4 decides from tiles_max).
+enum class FragVariant { lookup = 0, table = 1 };
+constexpr int kFragTableItems = 28;  // 9 rows of 6 experts fit (<= 27 items a block at 264 blocks)
+// The engine's variant (CudaOps::moe, launch_expert_fp4's default).
+constexpr FragVariant kFragVariant = FragVariant::lookup;
+
 // The up (nw 2: w1, w3, SwiGLU; items of 16 rows) or down (nw 1: w2; items of 32 rows)
 // projection of the tiles, every expert of recipe nv; tiles_max bounds the call's tiles.
 // ring: cp.async slots a warp (2-4).
 void launch_expert_fp4(int nw, bool nv, int ring, const FragArgs& a, int64_t tiles_max, int device,
-                       cudaStream_t stream);
+                       cudaStream_t stream, FragVariant variant = kFragVariant);
 
 }  // namespace dsv4::cuda
