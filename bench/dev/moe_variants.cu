@@ -11,7 +11,8 @@
 // row) at the twin test's f32-order bound, 1e-5 in rel_l2 and max_norm.
 // At P = 1 the "fp4 v<N> R2" / "R3" / "R4" arms are the fragment-layout kernel
 // (kernels/cuda/expert_fp4.cuh: weights relaid once, fp16 mma, scales after the mma),
-// variant N (FragVariant: v0 lookup, v1 table), with a cp.async ring of 2 / 3 / 4 slots a
+// variant N (FragVariant: v0 lookup, v1 table, v2 paired: on weights relaid in its own
+// code layout), with a cp.async ring of 2 / 3 / 4 slots a
 // warp, on the same activations as §4.9 e4m3 values and block scales (act_fp16_rows,
 // untimed: the shipped native path quantizes too). Their K order is their own, so against
 // the shipped output they print the closeness ("vs shipped", ~1e-7), not bits; each checks
@@ -268,12 +269,13 @@ struct Variant {
 constexpr Variant kVariants[] = {{"shipped", cuda::ExpertKernel::shipped}, {"lookup", cuda::ExpertKernel::lookup}};
 
 // The fragment-layout kernel's variants (expert_fp4.cuh FragVariant), v0 first.
-constexpr cuda::FragVariant kFragVariants[] = {cuda::FragVariant::lookup, cuda::FragVariant::table};
+constexpr cuda::FragVariant kFragVariants[] = {cuda::FragVariant::lookup, cuda::FragVariant::table,
+                                               cuda::FragVariant::paired};
 
-// The fragment-layout arms' inputs at P = 1: the relaid experts and the activations as
-// act_fp16_rows gives them (e4m3 values in B order, block scales).
+// The fragment-layout arms' inputs at P = 1: the relaid experts in each FragCodes layout
+// and the activations as act_fp16_rows gives them (e4m3 values in B order, block scales).
 struct Fp4Inputs {
-  const cuda::ExpertFrag* frags;
+  const cuda::ExpertFrag* frags[2];  // [FragCodes]
   const __half* act;
   const float* act_scale;
 };
@@ -301,18 +303,20 @@ bool run_fp4(const Experts& x, const std::vector<std::unique_ptr<Work>>& sets, i
   const double bytes = double(sets[0]->distinct()) * nw * (m * k / 2 + m * k / x.group());
   // The call's arguments for work w whose first slot is slot0 of set 0's rows (its
   // activation rows and routing weights start there).
-  auto args = [&](const Work& w, int slot0) {
+  auto args = [&](const Work& w, int slot0, cuda::FragVariant variant) {
     const int64_t act_row = slot0 / act_div;
     return cuda::FragArgs{cuda::MmaArgs{w.tiles, nullptr, act_div, m, k, out, wt ? wt + slot0 : nullptr,
                                         nw == 2 ? kLimit : 0.0f},
-                          w.sel, in.frags, in.act + act_row * k, in.act_scale + act_row * (k / cuda::kKChunk)};
+                          w.sel, in.frags[static_cast<int>(cuda::codes_of(variant))], in.act + act_row * k,
+                          in.act_scale + act_row * (k / cuda::kKChunk)};
   };
   bool ok = true;
   std::vector<float> v0;  // the first arm's output, which every arm must equal
   for (const cuda::FragVariant variant : kFragVariants)
     for (int ring : {2, 3, 4}) {
       auto launch = [&](int set) {
-        cuda::launch_expert_fp4(nw, x.r.nv, ring, args(*sets[set], 0), sets[set]->max_tiles, device, s, variant);
+        cuda::launch_expert_fp4(nw, x.r.nv, ring, args(*sets[set], 0, variant), sets[set]->max_tiles, device, s,
+                                variant);
       };
       const float us = time_us(launch, reps, s);
       const std::vector<float> got = output_of([&] { launch(0); }, out, n_out, s);
@@ -322,7 +326,7 @@ bool run_fp4(const Experts& x, const std::vector<std::unique_ptr<Work>>& sets, i
         const Work one(x, 0, 1, s, t);
         const std::vector<float> row = output_of(
             [&] {
-              cuda::launch_expert_fp4(nw, x.r.nv, ring, args(one, t * kTop), one.max_tiles, device, s, variant);
+              cuda::launch_expert_fp4(nw, x.r.nv, ring, args(one, t * kTop, variant), one.max_tiles, device, s, variant);
             },
             out, static_cast<size_t>(kTop) * m, s);
         alone = alone && std::memcmp(row.data(), got.data() + static_cast<size_t>(t) * kTop * m, row.size() * sizeof(float)) == 0;
@@ -387,7 +391,9 @@ int run_all(int argc, char** argv) {
   bool ok = true;
   for (const Recipe& r : {Recipe{"mxfp4", false}, Recipe{"nvfp4", true}}) {
     const Experts x(r);
-    const cuda::FragExperts frags(x.host, kHidden, kInter, s);  // the relayout at load
+    // the relayout at load, in both code layouts
+    const cuda::FragExperts staggered(x.host, kHidden, kInter, s, cuda::FragCodes::staggered);
+    const cuda::FragExperts paired(x.host, kHidden, kInter, s, cuda::FragCodes::paired);
     for (int planes : {1, 3}) {
       const std::vector<float> x_host = activations(int64_t{kMaxRows} * kHidden, planes, 11 + planes);
       const std::vector<float> h_host = activations(int64_t{kMaxRows} * kTop * kInter, planes, 21 + planes);
@@ -406,7 +412,8 @@ int run_all(int argc, char** argv) {
       float* hs = dev::device_alloc<float>(h_host.size() / cuda::kKChunk);
       cuda::act_fp16_rows(x_dev, kMaxRows, kHidden, xq, xs, s);
       cuda::act_fp16_rows(h_dev, kMaxRows * kTop, kInter, hq, hs, s);
-      const Fp4Inputs up_in{frags.table(), xq, xs}, down_in{frags.table(), hq, hs};
+      const Fp4Inputs up_in{{staggered.table(), paired.table()}, xq, xs};
+      const Fp4Inputs down_in{{staggered.table(), paired.table()}, hq, hs};
       for (int rows : {1, 2, 4, 6, 8}) {
         std::vector<std::unique_ptr<Work>> sets;
         for (int set = 0; set < kSets; ++set) sets.push_back(std::make_unique<Work>(x, set, rows, s));

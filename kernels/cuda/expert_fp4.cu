@@ -40,8 +40,10 @@ constexpr int kUnits = kChunk / kFragUnitK;  // 2 code units a chunk
 // ---- relayout ----
 
 // One thread per destination word: the lane's 4 registers of one k16 step (layout in
-// expert_fp4.cuh); register j's two codes are one checkpoint byte (k even: low nibble k).
-__global__ void relayout_codes_kernel(const uint8_t* packed, int64_t rows, int64_t cols, uint32_t* out) {
+// expert_fp4.cuh, codes placed as `layout`); register j's two codes are one checkpoint
+// byte (k even: low nibble k).
+__global__ void relayout_codes_kernel(const uint8_t* packed, int64_t rows, int64_t cols, FragCodes layout,
+                                      uint32_t* out) {
   const int64_t units = cols / kFragUnitK, words = rows / kMmaRows * units * kWarp * 4;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < words; i += int64_t{gridDim.x} * blockDim.x) {
     const int q = static_cast<int>(i % 4), lane = static_cast<int>(i / 4 % kWarp);
@@ -56,7 +58,7 @@ __global__ void relayout_codes_kernel(const uint8_t* packed, int64_t rows, int64
 #pragma unroll
       for (int h = 0; h < 2; ++h) {  // h = 0: code k (low nibble), 1: code k + 1
         const uint32_t n = byte >> (4 * h) & 0xF;
-        w |= (n & 7) << (9 - 3 * j + 16 * h) | (n >> 3) << (12 + j + 16 * h);
+        w |= (n & 7) << (kMagAt(layout, j) + 16 * h) | (n >> 3) << (kSignAt(layout, j) + 16 * h);
       }
     }
     out[i] = w;
@@ -189,7 +191,7 @@ struct FragRow {
 
 // The block's items blockIdx.x + n gridDim.x, n = 0, 1, ...: v0 looks item n up when asked
 // (item_lookup), v1 reads row n of the table the block filled once (fill, before any copy).
-template <int NW, bool NV, FragVariant V>
+template <int NW, bool NV, bool kTable>
 struct FragWalk {
   int64_t m_tiles;
   int chunks;
@@ -201,7 +203,7 @@ struct FragWalk {
     mine = items > blockIdx.x ? static_cast<int>((items - 1 - blockIdx.x) / gridDim.x + 1) : 0;
   }
   __device__ void fill(const FragArgs& a) const {
-    if constexpr (V == FragVariant::table) {
+    if constexpr (kTable) {
       if (mine > kFragTableItems) {  // a bug: launch_fp4 runs v0 for calls that could need more rows
         if (threadIdx.x == 0)
           printf("expert_fp4 v1: block %u has %d items, its table %d rows\n", blockIdx.x, mine, kFragTableItems);
@@ -218,7 +220,7 @@ struct FragWalk {
     }
   }
   __device__ FragItem<NW, NV> item(const FragArgs& a, int n) const {
-    if constexpr (V == FragVariant::table)
+    if constexpr (kTable)
       return table[n].item;
     else
       return item_lookup<NW, NV>(a, blockIdx.x + int64_t{n} * gridDim.x, m_tiles, chunks);
@@ -231,10 +233,10 @@ struct FragWalk {
 // A zero column's activation run and scale are stored as zeros (so the mma never needs to
 // know which columns live). A warp with no chunk copies nothing; past the last step a
 // commit group is empty.
-template <int NW, bool NV, FragVariant V>
+template <int NW, bool NV, bool kTable>
 struct FragFeeder {
   using Scales = typename FragSlot<NV>::Scales;
-  const FragWalk<NW, NV, V> walk;  // a copy: the kernel's (registers, never the stack)
+  const FragWalk<NW, NV, kTable> walk;  // a copy: the kernel's (registers, never the stack)
   int n;                     // the block's item of the next step (>= walk.mine: none)
   int c = 0, c_end;          // the next step's chunk; the warp's range ends at c_end
   // The next step's sources (advanced by one chunk after each copy):
@@ -242,7 +244,7 @@ struct FragFeeder {
   const Scales* scales[kSets];       // lane group g's scales of the chunk (read by lane 4g)
   const __half* act = nullptr;       // column g's activation run + 32t (null: a zero column)
   const float* act_scale = nullptr;  // lane L < 8: column L's scale of the chunk (null: none)
-  __device__ FragFeeder(const FragArgs& a, const FragWalk<NW, NV, V>& w) : walk(w), n(w.mine) {
+  __device__ FragFeeder(const FragArgs& a, const FragWalk<NW, NV, kTable>& w) : walk(w), n(w.mine) {
     const int warp = threadIdx.x / kWarp;
     c_end = partial_chunks(warp + 1, walk.chunks);
     if (partial_chunks(warp, walk.chunks) < c_end) enter(a, 0);
@@ -302,7 +304,7 @@ struct FragFeeder {
 // acc[j] += chunk's products (A set j) from `in`: lane (g, t)'s A registers (its code
 // units, its scales), B of column g, D columns 2t, 2t + 1 times their activation scales
 // (expert_fp4.cuh frag_step_pair, frag_pair_mma, frag_chunk_scaled).
-template <bool NV>
+template <bool NV, FragCodes C>
 __device__ inline void frag_chunk(const FragSlot<NV>& in, float (&acc)[kSets][4]) {
   const int lane = threadIdx.x % kWarp, g = lane / 4;
   float chunk[kSets][4] = {};
@@ -318,7 +320,8 @@ __device__ inline void frag_chunk(const FragSlot<NV>& in, float (&acc)[kSets][4]
     for (int p = 0; p < 2; ++p) {  // steps 4u + 2p, 4u + 2p + 1: one activation load
       const uint4 bv = in.act[2 * u + p][lane];
 #pragma unroll
-      for (int j = 0; j < kSets; ++j) frag_pair_mma<NV>(frag_step_pair<NV>(units[j], sc[j], u, p), bv, chunk[j]);
+      for (int j = 0; j < kSets; ++j) frag_pair_mma<NV>(frag_step_pair<NV, typename FragSlot<NV>::Scales, C>(units[j], sc[j], u, p), bv,
+                                                          chunk[j]);
     }
   }
 #pragma unroll
@@ -327,13 +330,13 @@ __device__ inline void frag_chunk(const FragSlot<NV>& in, float (&acc)[kSets][4]
 
 // part: the 8 warps' accumulators of one item (two sets); then each warp's ring; v1: then
 // the block's item table.
-template <int NW, bool NV, int S, FragVariant V>
+template <int NW, bool NV, int S, bool kTable>
 constexpr size_t kFragSmem = sizeof(float) * kWarps * kSets * 4 * kWarp + sizeof(FragSlot<NV>) * kWarps * S +
-                             (V == FragVariant::table ? sizeof(FragRow<NW, NV>) * kFragTableItems : 0);
+                             (kTable ? sizeof(FragRow<NW, NV>) * kFragTableItems : 0);
 
 // Step n of a warp waits for its slot n % S, then (all lanes past step n - 1) refills slot
 // (n - 1) % S with step n + S - 1, then multiplies slot n % S.
-template <int NW, bool NV, int S, FragVariant V>
+template <int NW, bool NV, int S, bool kTable, FragCodes C>
 __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
   static_assert(S >= 2, "one slot read while the others fill");
   cuda::pdl_wait();  // launch.cuh: the tiles, activations and sel are earlier kernels' outputs
@@ -345,9 +348,9 @@ __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
   const int warp = threadIdx.x / kWarp;
   auto* rings = reinterpret_cast<FragSlot<NV>*>(smem + sizeof(Part) / sizeof(uint4));
   auto* ring = rings + warp * S;
-  const FragWalk<NW, NV, V> walk(a, reinterpret_cast<FragRow<NW, NV>*>(rings + kWarps * S));
+  const FragWalk<NW, NV, kTable> walk(a, reinterpret_cast<FragRow<NW, NV>*>(rings + kWarps * S));
   walk.fill(a);
-  FragFeeder<NW, NV, V> feed(a, walk);
+  FragFeeder<NW, NV, kTable> feed(a, walk);
 #pragma unroll
   for (int s = 0; s < S - 1; ++s) feed.step(a, ring[s]);
   int slot = 0;
@@ -364,7 +367,7 @@ __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
       wait_copies<S - 2>();
       __syncwarp();  // the lanes' copies of this slot landed; every lane is past the previous one
       feed.step(a, ring[(slot + S - 1) % S]);
-      frag_chunk<NV>(ring[slot], acc);
+      frag_chunk<NV, C>(ring[slot], acc);
       slot = (slot + 1) % S;
     }
     Fp4W scale_2[NW];  // tile_epilogue's weight_scale_2
@@ -388,30 +391,33 @@ __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
   wait_copies<0>();  // no copy outlives the block
 }
 
-template <int NW, bool NV, int S, FragVariant V>
+template <int NW, bool NV, int S, bool kTable, FragCodes C>
 void launch_fp4(const FragArgs& a, int64_t tiles_max, int device, cudaStream_t stream) {
-  constexpr size_t smem = kFragSmem<NW, NV, S, V>;
-  constexpr auto kernel = expert_fp4_kernel<NW, NV, S, V>;
-  // 228 KiB of shared memory an SM, 1 KiB of it reserved a block (v1's table included).
+  constexpr size_t smem = kFragSmem<NW, NV, S, kTable>;
+  constexpr auto kernel = expert_fp4_kernel<NW, NV, S, kTable, C>;
+  // 228 KiB of shared memory an SM, 1 KiB of it reserved a block (the table included).
   static_assert(S > 3 || 2 * (smem + 1024) <= 228 * 1024, "rings of 2-3 slots keep two blocks an SM");
   const int64_t items_max = tiles_max * (a.mma.m / kItemRows<NW>);
   const int64_t blocks = resident_grid<kernel, smem>(items_max, device);
   if (blocks <= 0) return;
-  if constexpr (V == FragVariant::table)
-    if ((items_max + blocks - 1) / blocks > kFragTableItems)  // more items a block than rows
-      return launch_fp4<NW, NV, S, FragVariant::lookup>(a, tiles_max, device, stream);
+  if constexpr (kTable)
+    if ((items_max + blocks - 1) / blocks > kFragTableItems)  // more items a block than rows: v0's walk
+      return launch_fp4<NW, NV, S, false, C>(a, tiles_max, device, stream);
   cuda::launch(kernel, static_cast<unsigned>(blocks), kThreads, smem, stream, a);
 }
 
+// Variant V's walk (v0: lookups, v1-v2: the table) and codes at ring 2-4.
 template <int NW, bool NV, FragVariant V>
 void launch_fp4(int ring, const FragArgs& a, int64_t tiles_max, int device, cudaStream_t stream) {
+  constexpr bool kTable = V != FragVariant::lookup;
+  constexpr FragCodes C = codes_of(V);
   switch (ring) {
     case 2:
-      return launch_fp4<NW, NV, 2, V>(a, tiles_max, device, stream);
+      return launch_fp4<NW, NV, 2, kTable, C>(a, tiles_max, device, stream);
     case 3:
-      return launch_fp4<NW, NV, 3, V>(a, tiles_max, device, stream);
+      return launch_fp4<NW, NV, 3, kTable, C>(a, tiles_max, device, stream);
     case 4:
-      return launch_fp4<NW, NV, 4, V>(a, tiles_max, device, stream);
+      return launch_fp4<NW, NV, 4, kTable, C>(a, tiles_max, device, stream);
     default:
       throw Error(cat("expert_fp4: a ring of ", ring, " slots (2-4 are built)"));
   }
@@ -427,15 +433,18 @@ void launch_fp4(int ring, FragVariant variant, const FragArgs& a, int64_t tiles_
       return launch_fp4<NW, NV, FragVariant::lookup>(ring, a, tiles_max, device, stream);
     case FragVariant::table:
       return launch_fp4<NW, NV, FragVariant::table>(ring, a, tiles_max, device, stream);
+    case FragVariant::paired:
+      return launch_fp4<NW, NV, FragVariant::paired>(ring, a, tiles_max, device, stream);
   }
   throw Error(cat("expert_fp4: no variant v", static_cast<int>(variant)));
 }
 
 }  // namespace
 
-void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, cudaStream_t stream) {
+void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, cudaStream_t stream,
+                  FragCodes layout) {
   relayout_codes_kernel<<<blocks_for(rows * src.cols / 8, kThreads), kThreads, 0, stream>>>(
-      src.packed, rows, src.cols, reinterpret_cast<uint32_t*>(codes));
+      src.packed, rows, src.cols, layout, reinterpret_cast<uint32_t*>(codes));
   DSV4_CUDA_LAUNCH_CHECK();
   relayout_scales_kernel<<<blocks_for(rows * src.cols / src.group, kThreads), kThreads, 0, stream>>>(
       src.scales, rows, src.cols, src.nv, scales);
@@ -445,7 +454,7 @@ void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales
 std::vector<ExpertFrag> relay_experts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter,
                                       FragPlace place, const std::string& owner,
                                       std::map<const uint8_t*, Fp4Frag>& relaid, std::vector<void*>& owned,
-                                      cudaStream_t stream) {
+                                      cudaStream_t stream, FragCodes layout) {
   struct Job {
     Fp4W w;
     int64_t rows;
@@ -502,11 +511,11 @@ std::vector<ExpertFrag> relay_experts(const std::vector<ExpertW>& experts, int64
     auto* codes = place == FragPlace::in_place ? const_cast<uint8_t*>(j.w.packed) : device_bytes(codes_n);
     auto* scales = place == FragPlace::in_place ? const_cast<uint8_t*>(j.w.scales) : device_bytes(scales_n);
     if (place == FragPlace::in_place) {
-      relayout_fp4(j.w, j.rows, scratch_codes, scratch_scales, stream);
+      relayout_fp4(j.w, j.rows, scratch_codes, scratch_scales, stream, layout);
       DSV4_CUDA_CHECK(cudaMemcpyAsync(codes, scratch_codes, codes_n, cudaMemcpyDeviceToDevice, stream));
       DSV4_CUDA_CHECK(cudaMemcpyAsync(scales, scratch_scales, scales_n, cudaMemcpyDeviceToDevice, stream));
     } else {
-      relayout_fp4(j.w, j.rows, codes, scales, stream);
+      relayout_fp4(j.w, j.rows, codes, scales, stream, layout);
     }
     relaid.emplace(j.w.packed, Fp4Frag{reinterpret_cast<const uint4*>(codes), scales, j.w.scale_2, j.w.nv});
   }
@@ -516,11 +525,12 @@ std::vector<ExpertFrag> relay_experts(const std::vector<ExpertW>& experts, int64
   return table;
 }
 
-FragExperts::FragExperts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter, cudaStream_t stream) {
+FragExperts::FragExperts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter, cudaStream_t stream,
+                         FragCodes layout) {
   try {
     std::map<const uint8_t*, Fp4Frag> relaid;
     const std::vector<ExpertFrag> host =
-        relay_experts(experts, hidden, inter, FragPlace::copies, "the dev bench's", relaid, owned_, stream);
+        relay_experts(experts, hidden, inter, FragPlace::copies, "the dev bench's", relaid, owned_, stream, layout);
     DSV4_CUDA_CHECK(cudaMalloc(&table_, sizeof(ExpertFrag) * host.size()));
     owned_.push_back(table_);
     DSV4_CUDA_CHECK(cudaMemcpyAsync(table_, host.data(), sizeof(ExpertFrag) * host.size(), cudaMemcpyHostToDevice,
