@@ -79,7 +79,7 @@ constexpr int kFragTableItems = 28;  // 9 rows of 6 experts fit (<= 27 items a b
 constexpr FragCodes codes_of(FragVariant v) { return v == FragVariant::paired ? FragCodes::paired : FragCodes::staggered; }
 // The engine's variant (CudaOps::moe, launch_expert_fp4's default) and so the layout
 // relay_experts writes and the prefill kernel reads (frag_step_pair's default).
-constexpr FragVariant kFragVariant = FragVariant::table;
+constexpr FragVariant kFragVariant = FragVariant::paired;
 constexpr FragCodes kFragCodes = codes_of(kFragVariant);
 
 struct Fp4Frag {
