@@ -182,7 +182,7 @@ __device__ inline FragItem<NW, NV> item_lookup(const FragArgs& a, int64_t i, int
   return it;
 }
 
-// v1's table row of an item (FragItem with the slots held).
+// A table row of an item (v1, v2: FragItem with the slots held).
 template <int NW, bool NV>
 struct FragRow {
   int32_t slots[kMmaCols];
@@ -190,13 +190,13 @@ struct FragRow {
 };
 
 // The block's items blockIdx.x + n gridDim.x, n = 0, 1, ...: v0 looks item n up when asked
-// (item_lookup), v1 reads row n of the table the block filled once (fill, before any copy).
+// (item_lookup), v1 / v2 read row n of the table the block filled once (fill, before any copy).
 template <int NW, bool NV, bool kTable>
 struct FragWalk {
   int64_t m_tiles;
   int chunks;
-  int mine;                // the block's items (v1: the table's rows in use)
-  FragRow<NW, NV>* table;  // v1: [kFragTableItems] in shared memory
+  int mine;                // the block's items (v1 / v2: the table's rows in use)
+  FragRow<NW, NV>* table;  // v1 / v2: [kFragTableItems] in shared memory
   __device__ FragWalk(const FragArgs& a, FragRow<NW, NV>* table_)
       : m_tiles(a.mma.m / kItemRows<NW>), chunks(static_cast<int>(a.mma.k / kChunk)), table(table_) {
     const int64_t items = *a.mma.tiles.count * m_tiles;
@@ -206,7 +206,7 @@ struct FragWalk {
     if constexpr (kTable) {
       if (mine > kFragTableItems) {  // a bug: launch_fp4 runs v0 for calls that could need more rows
         if (threadIdx.x == 0)
-          printf("expert_fp4 v1: block %u has %d items, its table %d rows\n", blockIdx.x, mine, kFragTableItems);
+          printf("expert_fp4 table: block %u has %d items, its table %d rows\n", blockIdx.x, mine, kFragTableItems);
         __trap();
       }
       for (int n = threadIdx.x; n < mine; n += blockDim.x) {
