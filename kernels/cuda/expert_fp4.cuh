@@ -292,9 +292,11 @@ struct FragArgs {
   const float* act_scale;      // [rows, K / 128]
 };
 
-// The engine's ring (CudaOps::moe): 3 slots of 4.3 KiB (2 KiB of them weights) a warp:
-// 111 KiB a block, two blocks an SM, 64 KiB of weights in flight an SM.
-constexpr int kFragRing = 3;
+// The engine's ring (CudaOps::moe): 2 slots of 4.3 KiB (2 KiB of them weights) a warp:
+// 77 KiB a block, two blocks an SM, 32 KiB of weights in flight an SM. Ring 2 measured
+// 1-6% faster than ring 3 at 1-8 rows for every variant, recipe and projection
+// (bench/results/2026-12-02_dev_moe_25b92ba_h200.txt; session 8's runs showed the same).
+constexpr int kFragRing = 2;
 
 
 // The up (nw 2: w1, w3, SwiGLU; items of 16 rows) or down (nw 1: w2; items of 32 rows)
