@@ -9,13 +9,15 @@
 // ("=shipped"). Every variant is also checked against a host
 // reference (f64 sums of the decoded weights, CHECKPOINT.md §3.5-§3.7; every 8th output
 // row) at the twin test's f32-order bound, 1e-5 in rel_l2 and max_norm.
-// At P = 1 the "fp4 R2" / "fp4 R3" / "fp4 R4" arms are the fragment-layout kernel
-// (kernels/cuda/expert_fp4.cuh: weights relaid once, fp16 mma, scales after the mma) with
-// a cp.async ring of 2 / 3 / 4 slots a warp, on the same activations as §4.9 e4m3 values
-// and block scales (act_fp16_rows, untimed: the shipped native path quantizes too). Their
-// K order is their own, so against the shipped output they print the closeness ("vs
-// shipped", ~1e-7), not bits; each checks its rows of the T-row call equal to the rows
-// computed alone, bit for bit ("rows=alone"; SPECDECODE.md §6.3 R-I3).
+// At P = 1 the "fp4 v<N> R2" / "R3" / "R4" arms are the fragment-layout kernel
+// (kernels/cuda/expert_fp4.cuh: weights relaid once, fp16 mma, scales after the mma),
+// variant N (FragVariant: v0 lookup, v1 table, v2 paired: on weights relaid in its own
+// code layout), with a cp.async ring of 2 / 3 / 4 slots a
+// warp, on the same activations as §4.9 e4m3 values and block scales (act_fp16_rows,
+// untimed: the shipped native path quantizes too). Their K order is their own, so against
+// the shipped output they print the closeness ("vs shipped", ~1e-7), not bits; each checks
+// its rows of the T-row call equal to the rows computed alone, bit for bit ("rows=alone";
+// SPECDECODE.md §6.3 R-I3), and its output equal to v0's at ring 2, bit for bit ("=v0").
 // The up projection (w1, w3 + SwiGLU) and the down one (w2) are timed apart, as the
 // median of 7 batches of `reps` launches; each launch reads another set of experts (5
 // disjoint sets of 48, 3 GB in all), so the weights come from HBM, not the 50 MB L2.
@@ -266,10 +268,14 @@ struct Variant {
 // The shipped kernel, then its variants (moe.cu knobs_of).
 constexpr Variant kVariants[] = {{"shipped", cuda::ExpertKernel::shipped}, {"lookup", cuda::ExpertKernel::lookup}};
 
-// The fragment-layout arms' inputs at P = 1: the relaid experts and the activations as
-// act_fp16_rows gives them (e4m3 values in B order, block scales).
+// The fragment-layout kernel's variants (expert_fp4.cuh FragVariant), v0 first.
+constexpr cuda::FragVariant kFragVariants[] = {cuda::FragVariant::lookup, cuda::FragVariant::table,
+                                               cuda::FragVariant::paired};
+
+// The fragment-layout arms' inputs at P = 1: the relaid experts in each FragCodes layout
+// and the activations as act_fp16_rows gives them (e4m3 values in B order, block scales).
 struct Fp4Inputs {
-  const cuda::ExpertFrag* frags;
+  const cuda::ExpertFrag* frags[2];  // [FragCodes]
   const __half* act;
   const float* act_scale;
 };
@@ -297,35 +303,43 @@ bool run_fp4(const Experts& x, const std::vector<std::unique_ptr<Work>>& sets, i
   const double bytes = double(sets[0]->distinct()) * nw * (m * k / 2 + m * k / x.group());
   // The call's arguments for work w whose first slot is slot0 of set 0's rows (its
   // activation rows and routing weights start there).
-  auto args = [&](const Work& w, int slot0) {
+  auto args = [&](const Work& w, int slot0, cuda::FragVariant variant) {
     const int64_t act_row = slot0 / act_div;
     return cuda::FragArgs{cuda::MmaArgs{w.tiles, nullptr, act_div, m, k, out, wt ? wt + slot0 : nullptr,
                                         nw == 2 ? kLimit : 0.0f},
-                          w.sel, in.frags, in.act + act_row * k, in.act_scale + act_row * (k / cuda::kKChunk)};
+                          w.sel, in.frags[static_cast<int>(cuda::codes_of(variant))], in.act + act_row * k,
+                          in.act_scale + act_row * (k / cuda::kKChunk)};
   };
   bool ok = true;
-  for (int ring : {2, 3, 4}) {
-    auto launch = [&](int set) {
-      cuda::launch_expert_fp4(nw, x.r.nv, ring, args(*sets[set], 0), sets[set]->max_tiles, device, s);
-    };
-    const float us = time_us(launch, reps, s);
-    const std::vector<float> got = output_of([&] { launch(0); }, out, n_out, s);
-    const dev::Closeness c = closeness(ref, got, m), v = dev::closeness(shipped, got);
-    bool alone = true;
-    for (int t = 0; t < rows; ++t) {
-      const Work one(x, 0, 1, s, t);
-      const std::vector<float> row = output_of(
-          [&] { cuda::launch_expert_fp4(nw, x.r.nv, ring, args(one, t * kTop), one.max_tiles, device, s); },
-          out, static_cast<size_t>(kTop) * m, s);
-      alone = alone && std::memcmp(row.data(), got.data() + static_cast<size_t>(t) * kTop * m, row.size() * sizeof(float)) == 0;
+  std::vector<float> v0;  // the first arm's output, which every arm must equal
+  for (const cuda::FragVariant variant : kFragVariants)
+    for (int ring : {2, 3, 4}) {
+      auto launch = [&](int set) {
+        cuda::launch_expert_fp4(nw, x.r.nv, ring, args(*sets[set], 0, variant), sets[set]->max_tiles, device, s,
+                                variant);
+      };
+      const float us = time_us(launch, reps, s);
+      const std::vector<float> got = output_of([&] { launch(0); }, out, n_out, s);
+      const dev::Closeness c = closeness(ref, got, m), v = dev::closeness(shipped, got);
+      bool alone = true;
+      for (int t = 0; t < rows; ++t) {
+        const Work one(x, 0, 1, s, t);
+        const std::vector<float> row = output_of(
+            [&] {
+              cuda::launch_expert_fp4(nw, x.r.nv, ring, args(one, t * kTop, variant), one.max_tiles, device, s, variant);
+            },
+            out, static_cast<size_t>(kTop) * m, s);
+        alone = alone && std::memcmp(row.data(), got.data() + static_cast<size_t>(t) * kTop * m, row.size() * sizeof(float)) == 0;
+      }
+      if (v0.empty()) v0 = got;  // v0 R2 (the rings differ only in their copies' timing)
+      const bool same = std::memcmp(v0.data(), got.data(), n_out * sizeof(float)) == 0;
+      std::printf("%-4s %s P1 rows %d fp4 v%d R%d %8.2f us %5.2f TB/s %4.2f of 4.3  ref rel_l2 %.1e max_norm %.1e %s"
+                  " vs shipped rel_l2 %.1e %s %s\n",
+                  nw == 2 ? "up" : "down", x.r.name, rows, static_cast<int>(variant), ring, us, bytes / us / 1e6,
+                  bytes / us / 1e6 / (kHbm / 1e12), c.rel_l2, c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE",
+                  v.rel_l2, alone ? "rows=alone" : "ROWS-DIFFER-FROM-ALONE", same ? "=v0" : "DIFFERS-FROM-V0");
+      ok = ok && c.within(kTolerance) && v.within(kTolerance) && alone && same;
     }
-    std::printf("%-4s %s P1 rows %d fp4 R%d    %8.2f us %5.2f TB/s %4.2f of 4.3  ref rel_l2 %.1e max_norm %.1e %s"
-                " vs shipped rel_l2 %.1e %s\n",
-                nw == 2 ? "up" : "down", x.r.name, rows, ring, us, bytes / us / 1e6, bytes / us / 1e6 / (kHbm / 1e12),
-                c.rel_l2, c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE", v.rel_l2,
-                alone ? "rows=alone" : "ROWS-DIFFER-FROM-ALONE");
-    ok = ok && c.within(kTolerance) && v.within(kTolerance) && alone;
-  }
   return ok;
 }
 
@@ -377,7 +391,9 @@ int run_all(int argc, char** argv) {
   bool ok = true;
   for (const Recipe& r : {Recipe{"mxfp4", false}, Recipe{"nvfp4", true}}) {
     const Experts x(r);
-    const cuda::FragExperts frags(x.host, kHidden, kInter, s);  // the relayout at load
+    // the relayout at load, in both code layouts
+    const cuda::FragExperts staggered(x.host, kHidden, kInter, s, cuda::FragCodes::staggered);
+    const cuda::FragExperts paired(x.host, kHidden, kInter, s, cuda::FragCodes::paired);
     for (int planes : {1, 3}) {
       const std::vector<float> x_host = activations(int64_t{kMaxRows} * kHidden, planes, 11 + planes);
       const std::vector<float> h_host = activations(int64_t{kMaxRows} * kTop * kInter, planes, 21 + planes);
@@ -396,7 +412,8 @@ int run_all(int argc, char** argv) {
       float* hs = dev::device_alloc<float>(h_host.size() / cuda::kKChunk);
       cuda::act_fp16_rows(x_dev, kMaxRows, kHidden, xq, xs, s);
       cuda::act_fp16_rows(h_dev, kMaxRows * kTop, kInter, hq, hs, s);
-      const Fp4Inputs up_in{frags.table(), xq, xs}, down_in{frags.table(), hq, hs};
+      const Fp4Inputs up_in{{staggered.table(), paired.table()}, xq, xs};
+      const Fp4Inputs down_in{{staggered.table(), paired.table()}, hq, hs};
       for (int rows : {1, 2, 4, 6, 8}) {
         std::vector<std::unique_ptr<Work>> sets;
         for (int set = 0; set < kSets; ++set) sets.push_back(std::make_unique<Work>(x, set, rows, s));
@@ -409,7 +426,7 @@ int run_all(int argc, char** argv) {
       for (__half* p : {xq, hq}) DSV4_CUDA_CHECK(cudaFree(p));
     }
   }
-  std::printf("%s\n", ok ? "all variants within tolerance and equal to shipped; fp4 arms within tolerance, rows=alone"
+  std::printf("%s\n", ok ? "all variants within tolerance and equal to shipped; fp4 arms within tolerance, rows=alone, =v0"
                           : "SOME VARIANT FAILED A CHECK");
   return ok ? 0 : 1;
 }

@@ -39,16 +39,49 @@ namespace dsv4::cuda {
 // the unit, whose 32 bits are the lane's A registers a_j (PTX ISA m16n8k16 .f16 A layout):
 // a_0 row g, k-slots {2t, 2t+1}; a_1 row g + 8, {2t, 2t+1}; a_2 row g, {2t+8, 2t+9};
 // a_3 row g + 8, {2t+8, 2t+9}; k-slot s of step q is k = 64u + 16q + s. Register j's even
-// slot code n (its low fp16 half) is stored as: magnitude n & 7 at bits 9 - 3j .. 11 - 3j,
-// sign n >> 3 at bit 12 + j; its odd slot code (high half) 16 bits higher. So each half
-// word is [mag a_3 | mag a_2 | mag a_1 | mag a_0 | signs a_0..a_3] from bit 0, and
-// register j is (w << 3j) & magnitudes | (w << (3 - j)) & signs (e2m1x8_frag_to_f16x2).
+// slot code n (its low fp16 half) is stored as its magnitude n & 7 at 3 bits and its sign
+// n >> 3 at one bit of the half word, its odd slot code (high half) 16 bits higher, at the
+// places of the word's FragCodes (kMagAt, kSignAt; e2m1x8_frag_to_f16x2 decodes them).
 // Scales, per (m-block b, 128-chunk c = K 128c ..), lane group g (rows g, g + 8):
 // NVFP4: 16 bytes at 16 ((b K/128 + c) 8 + g): byte 2s + h = e4m3 code of row 16b + g + 8h,
 // group 8c + s (s = 4u + q: the chunk's k16 step); MXFP4: 8 bytes at 8 ((b K/128 + c) 8 +
 // g): byte 2r + h = the e8m0 code of row 16b + g + 8h, group 4c + r, plus 14 (the fp16
 // placement's 2^-14 undone in the f32 scale: mxfp4_scale). Same byte counts as the
 // checkpoint's tensors.
+// Where a word holds its codes (the relayout writes them, e2m1x8_frag_to_f16x2 reads them;
+// the decoded registers are the same either way). staggered: each half word is [mag a_3 |
+// mag a_2 | mag a_1 | mag a_0 | signs a_0..a_3] from bit 0, register j = (w << 3j) & mags |
+// (w << (3 - j)) & signs: 5 shifts, 8 lop3 a word. paired: [mag a_0 | mag a_1 | mag a_2 |
+// mag a_3 | sign a_2 | sign a_0 | sign a_1 | sign a_3], so a_2 and a_3 take their
+// magnitude and sign from one shifted word (one lop3 each): 5 shifts, 6 lop3 a word (the
+// fewest over all placements of 3 + 1 bits a register, counting a lop3 a mask and a shift
+// an amount).
+enum class FragCodes { staggered = 0, paired = 1 };
+__host__ __device__ constexpr int kMagAt(FragCodes c, int j) { return c == FragCodes::paired ? 3 * j : 9 - 3 * j; }
+__host__ __device__ constexpr int kSignAt(FragCodes c, int j) {
+  return c == FragCodes::paired ? (j == 0 ? 13 : j == 1 ? 14 : j == 2 ? 12 : 15) : 12 + j;
+}
+
+// The decode kernel's compile-time variants (dsv4-dev-moe "fp4 v<N> R<ring>"): the same
+// copies, products and K order, so every variant equals v0 bit for bit.
+// v0 lookup: each warp finds an item's tile, expert and projections by three dependent
+//    global loads (slots, sel, the expert table) when its copies enter the item and again
+//    when its mma reach it (for the epilogue): ~6 L2 round trips an item a warp.
+// v1 table: the block looks up all its items once, each thread one, into a shared table
+//    (kFragTableItems rows: slots, code and scale bases, weight_scale_2) before the ring
+//    starts; items then cost shared loads. A call whose blocks could hold more items than
+//    the table runs v0's walk (launch_expert_fp4 decides from tiles_max).
+// v2 paired: v1 on weights relaid with FragCodes::paired (2 of 13 integer instructions a
+//    word fewer: 32 of ~445 a warp's chunk step).
+enum class FragVariant { lookup = 0, table = 1, paired = 2 };
+constexpr int kFragTableItems = 28;  // 9 rows of 6 experts fit (<= 27 items a block at 264 blocks)
+// The layout a variant's weights are relaid in.
+constexpr FragCodes codes_of(FragVariant v) { return v == FragVariant::paired ? FragCodes::paired : FragCodes::staggered; }
+// The engine's variant (CudaOps::moe, launch_expert_fp4's default) and so the layout
+// relay_experts writes and the prefill kernel reads (frag_step_pair's default).
+constexpr FragVariant kFragVariant = FragVariant::paired;
+constexpr FragCodes kFragCodes = codes_of(kFragVariant);
+
 struct Fp4Frag {
   const uint4* codes = nullptr;     // [M/16][K/64][32 lanes] 16 bytes
   const uint8_t* scales = nullptr;  // as above
@@ -68,7 +101,8 @@ constexpr int kMxMaxCode = 254 - kMxScaleBias;
 // codes / scales (device buffers of the same sizes, not src's). rows % 16 == 0, cols % 128
 // == 0 (check_experts); an MXFP4 scale code above kMxMaxCode must have been refused before
 // (relay_experts).
-void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, cudaStream_t stream);
+void relayout_fp4(const Fp4W& src, int64_t rows, uint8_t* codes, uint8_t* scales, cudaStream_t stream,
+                  FragCodes layout = kFragCodes);
 
 // Where relay_experts writes the fragment layout: over the checkpoint-layout bytes
 // themselves (the engine: Flash cannot hold its ~140 GB of experts twice; the bytes are
@@ -90,13 +124,14 @@ enum class FragPlace { in_place, copies };
 std::vector<ExpertFrag> relay_experts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter,
                                       FragPlace place, const std::string& owner,
                                       std::map<const uint8_t*, Fp4Frag>& relaid, std::vector<void*>& owned,
-                                      cudaStream_t stream);
+                                      cudaStream_t stream, FragCodes layout = kFragCodes);
 
-// The relaid copies of one layer's experts and their device table (relay_experts, copies):
-// the dev bench's load-time step.
+// The relaid copies of one layer's experts and their device table (relay_experts, copies,
+// in `layout`): the dev bench's load-time step.
 class FragExperts {
  public:
-  FragExperts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter, cudaStream_t stream);
+  FragExperts(const std::vector<ExpertW>& experts, int64_t hidden, int64_t inter, cudaStream_t stream,
+              FragCodes layout = kFragCodes);
   ~FragExperts();
   FragExperts(const FragExperts&) = delete;
   FragExperts& operator=(const FragExperts&) = delete;
@@ -114,18 +149,27 @@ __host__ __device__ constexpr int partial_chunks(int w, int n) { return w * n / 
 
 // ---- the decode of one word and the mma ----
 
-// The 8 codes of word w (fragment layout) as the f16x2 registers a_0 .. a_3: the fp16 with
-// sign s at bit 15, e1 e0 at bits 11-10 and m at bit 9 is the e2m1 value times 2^-14
+// The 8 codes of word w (fragment layout C) as the f16x2 registers a_0 .. a_3: the fp16
+// with sign s at bit 15, e1 e0 at bits 11-10 and m at bit 9 is the e2m1 value times 2^-14
 // exactly (e >= 1: 2^(e-15) (1 + m/2) = 2^-14 2^(e-1) (1 + m/2); e = 0: the subnormal m/2
-// 2^-14), -0 for code 8. Five shifts (3 shared by a_0's sign and a_1's magnitude) and
-// two lop3 a register: 13 integer instructions for 8 codes.
+// 2^-14), -0 for code 8. Register j is (w << (9 - kMagAt)) & mags | (w << (15 - kSignAt))
+// & signs. staggered: five shifts (3 shared by a_0's sign and a_1's magnitude), two lop3
+// a register, 13 integer instructions for 8 codes; paired: five shifts, 6 lop3, 11.
+template <FragCodes C = kFragCodes>
 __device__ inline void e2m1x8_frag_to_f16x2(uint32_t w, uint32_t (&r)[4]) {
   constexpr uint32_t kMag = 0x0E000E00u, kSign = 0x80008000u;
-  const uint32_t w3 = w << 3;
-  r[0] = (w & kMag) | (w3 & kSign);
-  r[1] = (w3 & kMag) | ((w << 2) & kSign);
-  r[2] = ((w << 6) & kMag) | ((w << 1) & kSign);
-  r[3] = ((w << 9) & kMag) | (w & kSign);
+  if constexpr (C == FragCodes::paired) {
+    r[0] = ((w << 9) & kMag) | ((w << 2) & kSign);
+    r[1] = ((w << 6) & kMag) | ((w << 1) & kSign);
+    r[2] = (w << 3) & (kMag | kSign);
+    r[3] = w & (kMag | kSign);
+  } else {
+    const uint32_t w3 = w << 3;
+    r[0] = (w & kMag) | (w3 & kSign);
+    r[1] = (w3 & kMag) | ((w << 2) & kSign);
+    r[2] = ((w << 6) & kMag) | ((w << 1) & kSign);
+    r[3] = ((w << 9) & kMag) | (w & kSign);
+  }
 }
 
 __device__ inline uint32_t h2_bits(__half2 v) { return *reinterpret_cast<const uint32_t*>(&v); }
@@ -175,18 +219,18 @@ __device__ inline void mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4], u
 // Lane (g, t)'s A registers of steps 4u + 2p and 4u + 2p + 1 of a chunk from its code unit
 // u (`unit`, words 2p and 2p + 1), NVFP4 times their block scales (sc: the lane group's 16
 // bytes of the chunk), and MXFP4's scales of the pair's 32-group 2u + p (sc: its 8 bytes),
-// rows g (sg) and g + 8 (sg8).
+// rows g (sg) and g + 8 (sg8); unit in layout C.
 struct FragPair {
   uint32_t a[2][4];
   float sg = 1.0f, sg8 = 1.0f;
 };
-template <bool NV, class Scales>
+template <bool NV, class Scales, FragCodes C = kFragCodes>
 __device__ inline FragPair frag_step_pair(const uint4& unit, const Scales& sc, int u, int p) {
   FragPair f;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int q = 2 * p + h, st = 4 * u + q;
-    e2m1x8_frag_to_f16x2(q == 0 ? unit.x : q == 1 ? unit.y : q == 2 ? unit.z : unit.w, f.a[h]);
+    e2m1x8_frag_to_f16x2<C>(q == 0 ? unit.x : q == 1 ? unit.y : q == 2 ? unit.z : unit.w, f.a[h]);
     if constexpr (NV) {
       const uint32_t pair = st < 4 ? (st < 2 ? sc.x : sc.y) : (st < 6 ? sc.z : sc.w);
       nvfp4_scaled(static_cast<uint16_t>(pair >> (16 * (st % 2))), f.a[h]);
@@ -248,14 +292,18 @@ struct FragArgs {
   const float* act_scale;      // [rows, K / 128]
 };
 
-// The engine's ring (CudaOps::moe): 3 slots of 4.3 KiB (2 KiB of them weights) a warp:
-// 111 KiB a block, two blocks an SM, 64 KiB of weights in flight an SM.
-constexpr int kFragRing = 3;
+// The engine's ring (CudaOps::moe): 2 slots of 4.3 KiB (2 KiB of them weights) a warp:
+// 77 KiB a block, two blocks an SM, 32 KiB of weights in flight an SM. Ring 2 measured
+// 1-6% faster than ring 3 at 1-8 rows for every variant, recipe and projection
+// (bench/results/2026-12-02_dev_moe_25b92ba_h200.txt; session 8's runs showed the same).
+constexpr int kFragRing = 2;
+
 
 // The up (nw 2: w1, w3, SwiGLU; items of 16 rows) or down (nw 1: w2; items of 32 rows)
 // projection of the tiles, every expert of recipe nv; tiles_max bounds the call's tiles.
 // ring: cp.async slots a warp (2-4).
+// variant: FragVariant, on experts relaid in codes_of(variant).
 void launch_expert_fp4(int nw, bool nv, int ring, const FragArgs& a, int64_t tiles_max, int device,
-                       cudaStream_t stream);
+                       cudaStream_t stream, FragVariant variant = kFragVariant);
 
 }  // namespace dsv4::cuda
