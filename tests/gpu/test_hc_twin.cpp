@@ -25,6 +25,17 @@ constexpr Shape kShapes[] = {{kHidden, 11}, {kHidden, 300}, {4096, 1}, {4096, 5}
 // fn entries scaled so the mixes stay O(1) at every width (sigmoid / softmax not saturated).
 float fn_sd(int hidden) { return 1.6f / std::sqrt(static_cast<float>(kHc * hidden)); }
 
+// hc_pre's seeded parameters at width kHc * hidden (fn [m, width], base [m], scale [3]).
+HcParams hc_params(Store& store, Rng& rng, int hidden) {
+  const int m = (2 + kHc) * kHc;
+  const int64_t width = int64_t{kHc} * hidden;
+  HcParams p;
+  p.fn = store.f32("hc_attn_fn", {m, width}, rng.normals(static_cast<size_t>(m * width), fn_sd(hidden)));
+  p.base = store.f32("hc_attn_base", {m}, rng.normals(m, 0.5f));
+  p.scale = store.f32("hc_attn_scale", {3}, {0.7f, 1.3f, 2.0f});
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single rows") {
@@ -32,12 +43,9 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
     Backends b;
     Rng rng(21);
     Store store;
-    const int m = (2 + kHc) * kHc, rows = sh.rows, hidden = sh.hidden;
+    const int rows = sh.rows, hidden = sh.hidden;
     const int64_t width = int64_t{kHc} * hidden;
-    HcParams p;
-    p.fn = store.f32("hc_attn_fn", {m, width}, rng.normals(static_cast<size_t>(m * width), fn_sd(hidden)));
-    p.base = store.f32("hc_attn_base", {m}, rng.normals(m, 0.5f));
-    p.scale = store.f32("hc_attn_scale", {3}, {0.7f, 1.3f, 2.0f});
+    const HcParams p = hc_params(store, rng, hidden);
     PairF h = put(b, rng.normals(static_cast<size_t>(rows * width)));
     PairF y = zeros(b, rows * hidden), post = zeros(b, rows * kHc), comb = zeros(b, rows * kHc * kHc);
     for (int s : {kCpu, kGpu})
@@ -70,12 +78,9 @@ TEST_CASE("hc_pre_norm twin: hc_pre then rmsnorm as one op, bit for bit; rows vs
     Backends b;
     Rng rng(25);
     Store store;
-    const int m = (2 + kHc) * kHc, rows = sh.rows, hidden = sh.hidden;
+    const int rows = sh.rows, hidden = sh.hidden;
     const int64_t width = int64_t{kHc} * hidden;
-    HcParams p;
-    p.fn = store.f32("hc_attn_fn", {m, width}, rng.normals(static_cast<size_t>(m * width), fn_sd(hidden)));
-    p.base = store.f32("hc_attn_base", {m}, rng.normals(m, 0.5f));
-    p.scale = store.f32("hc_attn_scale", {3}, {0.7f, 1.3f, 2.0f});
+    const HcParams p = hc_params(store, rng, hidden);
     std::vector<float> wv = rng.normals(static_cast<size_t>(hidden), 0.5f);
     const TensorView norm = store.bf16("attn_norm.weight", {hidden}, wv);
     PairF h = put(b, rng.normals(static_cast<size_t>(rows * width)));
