@@ -81,10 +81,17 @@ void Layer::attention_front(LayerContext& ctx, const float* h, int rows) {
   query(ctx, rows);
 }
 
-// §5 lines 1-2: hc_pre (attn) and attn_norm -> ws.x (ws.y, ws.post, ws.comb).
+// §5 lines 1-2: hc_pre (attn) and attn_norm -> ws.x (ws.y, ws.post, ws.comb); a decode
+// step's as one op (issue 12: fewer launches per step).
 void Layer::attention_input(LayerContext& ctx, const float* h, int rows) {
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
+  if (ctx.device_step) {
+    ctx.ops.hc_pre_norm(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
+                        c.hc_sinkhorn_iters, w_.attn_norm, ws.y.data(), ws.post.data(),
+                        ws.comb.data(), ws.x.data());
+    return;
+  }
   ctx.ops.hc_pre(h, rows, c.hc_mult, c.hidden_size, w_.hc_attn, c.rms_norm_eps, c.hc_eps,
                  c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
   ctx.ops.rmsnorm(ws.y.data(), w_.attn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
@@ -196,13 +203,19 @@ void Layer::attention_back(LayerContext& ctx, const float* kv_source, const Merg
   Workspace& ws = ctx.ws;
   const bool act = ctx.num.act_bf16();
   const float scale = static_cast<float>(std::pow(static_cast<double>(c.head_dim), -0.5));
-  if (ctx.gemm)
-    ops.sink_attention_gemm(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
-                            idx, m.width, w_.attn_sink, scale, ws.o.data());
-  else
-    ops.sink_attention(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
-                       idx, m.width, w_.attn_sink, scale, ws.o.data());
-  rope_rows(ctx, ws.o.data(), rows, c.num_attention_heads, c.head_dim, true);
+  if (ctx.device_step) {  // the attention and the inverse rope as one op (issue 12)
+    ops.sink_attention_rope_dev(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
+                                idx, m.width, w_.attn_sink, scale, *rope_, ws.step_pos(),
+                                ws.o.data());
+  } else {
+    if (ctx.gemm)
+      ops.sink_attention_gemm(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
+                              idx, m.width, w_.attn_sink, scale, ws.o.data());
+    else
+      ops.sink_attention(ws.q.data(), rows, c.num_attention_heads, c.head_dim, kv_source,
+                         idx, m.width, w_.attn_sink, scale, ws.o.data());
+    rope_rows(ctx, ws.o.data(), rows, c.num_attention_heads, c.head_dim, true);
+  }
   if (ctx.gemm) ops.grouped_wo_a_gemm(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
   else ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
   linear(ctx, w_.wo_b, ws.og.data(), rows, ws.a.data());
@@ -210,19 +223,29 @@ void Layer::attention_back(LayerContext& ctx, const float* kv_source, const Merg
               ws.h_mid.data());
 }
 
-// §5 lines 6-10: FFN sub-block from ws.h_mid into h (§4.22-§4.24).
+// §5 lines 6-10: FFN sub-block from ws.h_mid into h (§4.22-§4.24). A decode step fuses
+// hc_pre with the norm and the MoE's combine with hc_post (issue 12).
 void Layer::ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
+  const float scale = static_cast<float>(c.routed_scaling_factor);
+  const float limit = static_cast<float>(c.swiglu_limit);
+  if (ctx.device_step) {  // ids: the StepState token
+    ops.hc_pre_norm(ws.h_mid.data(), rows, c.hc_mult, c.hidden_size, w_.hc_ffn, c.rms_norm_eps,
+                    c.hc_eps, c.hc_sinkhorn_iters, w_.ffn_norm, ws.y.data(), ws.post.data(),
+                    ws.comb.data(), ws.x.data());
+    ops.route_dev(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
+                  c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());
+    ops.moe_hc_post(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
+                    limit, ctx.num, ws.moe_out.data(), ws.h_mid.data(), ws.post.data(),
+                    ws.comb.data(), c.hc_mult, h);
+    return;
+  }
   ops.hc_pre(ws.h_mid.data(), rows, c.hc_mult, c.hidden_size, w_.hc_ffn, c.rms_norm_eps,
              c.hc_eps, c.hc_sinkhorn_iters, ws.y.data(), ws.post.data(), ws.comb.data());
   ops.rmsnorm(ws.y.data(), w_.ffn_norm, rows, c.hidden_size, c.rms_norm_eps, ws.x.data());
-  const float scale = static_cast<float>(c.routed_scaling_factor);
-  if (ctx.device_step)  // ids: the StepState token
-    ops.route_dev(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
-                  c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());
-  else if (ctx.gemm)  // a prefill's or a chunk's rows: the gate logits as a GEMM (issue 13)
+  if (ctx.gemm)  // a prefill's or a chunk's rows: the gate logits as a GEMM (issue 13)
     ops.route_gemm(w_, ws.x.data(), rows, ids, c.hidden_size, c.n_routed_experts,
                    c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());
   else
@@ -230,10 +253,10 @@ void Layer::ffn(LayerContext& ctx, const int32_t* ids, int rows, float* h) {
               c.num_experts_per_tok, scale, ws.sel.data(), ws.wt.data());
   if (ctx.gemm)
     ops.moe_gemm(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
-                 static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());
+                 limit, ctx.num, ws.moe_out.data());
   else
     ops.moe(w_, ws.x.data(), rows, ws.sel.data(), ws.wt.data(), c.num_experts_per_tok,
-            static_cast<float>(c.swiglu_limit), ctx.num, ws.moe_out.data());
+            limit, ctx.num, ws.moe_out.data());
   ops.hc_post(ws.moe_out.data(), ws.h_mid.data(), ws.post.data(), ws.comb.data(), rows,
               c.hc_mult, c.hidden_size, h);
 }

@@ -92,6 +92,12 @@ class CpuOps final : public Ops {
               double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb) override {
     cpu_hc_pre(cache_, h, s, hc, hidden, p, norm_eps, hc_eps, sinkhorn_iters, y, post, comb);
   }
+  void hc_pre_norm(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
+                   double hc_eps, int sinkhorn_iters, const TensorView& norm, float* y, float* post,
+                   float* comb, float* x) override {
+    hc_pre(h, s, hc, hidden, p, norm_eps, hc_eps, sinkhorn_iters, y, post, comb);
+    rmsnorm(y, norm, s, hidden, norm_eps, x);
+  }
   void hc_post(const float* x, const float* res, const float* post, const float* comb, int s,
                int hc, int hidden, float* out) override {
     cpu_hc_post(x, res, post, comb, s, hc, hidden, out);
@@ -164,6 +170,12 @@ class CpuOps final : public Ops {
                       float* o) override {
     cpu_sink_attention(q, rows, heads, dim, kv, idx, width, sink, scale, o);
   }
+  void sink_attention_rope_dev(const float* q, int rows, int heads, int dim, const float* kv,
+                               const int32_t* idx, int width, const TensorView& sink, float scale,
+                               const RopeTable& t, const int32_t* positions, float* o) override {
+    sink_attention(q, rows, heads, dim, kv, idx, width, sink, scale, o);
+    rope_dev(o, rows, heads, dim, t, positions, true);
+  }
   void sink_attention_gemm(const float* q, int rows, int heads, int dim, const float* kv,
                            const int32_t* idx, int width, const TensorView& sink, float scale,
                            float* o) override {
@@ -187,6 +199,13 @@ class CpuOps final : public Ops {
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override {
     cpu_moe(cache_, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+  }
+  void moe_hc_post(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                   const float* wt, int k, float swiglu_limit, const Numerics& num, float* out,
+                   const float* res, const float* post, const float* comb, int hc,
+                   float* h) override {
+    moe(b, x, rows, sel, wt, k, swiglu_limit, num, out);
+    hc_post(out, res, post, comb, rows, hc, static_cast<int>(b.shared_w1.in()), h);
   }
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                 const float* wt, int k, float swiglu_limit, const Numerics& num,

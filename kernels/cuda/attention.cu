@@ -16,6 +16,7 @@
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/rope.cuh"
 #include "kernels/cuda/tile_load.cuh"
 #include "base/error.h"
 
@@ -31,6 +32,15 @@ constexpr int kMaxCols = 4;           // dims per thread in the PV product
 constexpr int kMaxDim = kMaxCols * kThreads;
 constexpr int kCombineThreads = 128;
 constexpr int64_t kPartialFloats = int64_t{1} << 23;  // 32 MB of o_s per launch (rows chunked)
+
+// The inverse rope of o's rows (fc null: none): table fc [n_positions, rd], row t at
+// positions[t] (backend memory).
+struct OutRope {
+  const float* fc;
+  int rd;
+  int64_t n_positions;
+  const int32_t* positions;
+};
 
 // Sums v[0..32) over the warp; lane l ends with the total of v[l] in v[0]. Recursive
 // halving: at offset O every lane keeps half of its live values and adds its partner's
@@ -168,10 +178,13 @@ sink_split_kernel(const float* q, int rows, int heads, int dim, const float* kv,
   }
 }
 
-// Pass 2. Grid: x = head * dim slices + slice, y = rows; o [rows, heads, dim].
+// Pass 2. Grid: x = head * dim slices + slice, y = rows; o [rows, heads, dim]. With r.fc,
+// o's last r.rd dims are then rotated back (sink_attention_rope_dev): the pair (i, i + 1)
+// is lanes (2l, 2l + 1) of a warp (dim - rd even, slices of kCombineThreads), each lane
+// rotating the pair by cuda::rope_pair as rope_kernel does, so with its bits.
 __global__ void __launch_bounds__(kCombineThreads)
 sink_combine_kernel(const float* ml, const float* part, int rows,
-                    int heads, int dim, int splits, cuda::DenseW sink, float* __restrict__ o) {
+                    int heads, int dim, int splits, cuda::DenseW sink, OutRope r, float* __restrict__ o) {
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   const int slices = (dim + kCombineThreads - 1) / kCombineThreads;
@@ -191,7 +204,17 @@ sink_combine_kernel(const float* ml, const float* part, int rows,
       if (i < dim) acc += w * part[(th * splits + s) * dim + i];
     }
     den += expf(sink_logit - mx);  // §4.20: the sink has a zero value vector
-    if (i < dim) o[th * dim + i] = acc / den;
+    float v = acc / den;
+    if (r.fc) {  // uniform
+      const float partner = __shfl_xor_sync(cuda::kFullMask, v, 1);
+      const int j = i - (dim - r.rd);  // the rope dim
+      if (i < dim && j >= 0) {
+        float pair[2] = {j % 2 ? partner : v, j % 2 ? v : partner};
+        cuda::rope_pair(pair, r.fc, r.rd, r.n_positions, r.positions[t], j / 2, true);
+        v = pair[j % 2];
+      }
+    }
+    if (i < dim) o[th * dim + i] = v;
   }
 }
 
@@ -200,6 +223,21 @@ sink_combine_kernel(const float* ml, const float* part, int rows,
 void CudaOps::sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                              const int32_t* idx, int width, const TensorView& sink, float scale,
                              float* o) {
+  sink_attention_at(q, rows, heads, dim, kv, idx, width, sink, scale, nullptr, nullptr, o);
+}
+
+void CudaOps::sink_attention_rope_dev(const float* q, int rows, int heads, int dim, const float* kv,
+                                      const int32_t* idx, int width, const TensorView& sink, float scale,
+                                      const RopeTable& t, const int32_t* positions, float* o) {
+  const int rd = t.rope_dim;
+  DSV4_CHECK(rd > 0 && rd % 2 == 0 && rd <= dim && dim % 2 == 0, "sink_attention_rope_dev: rope_dim=", rd,
+             " dim=", dim);
+  sink_attention_at(q, rows, heads, dim, kv, idx, width, sink, scale, &t, positions, o);
+}
+
+void CudaOps::sink_attention_at(const float* q, int rows, int heads, int dim, const float* kv,
+                                const int32_t* idx, int width, const TensorView& sink, float scale,
+                                const RopeTable* rope, const int32_t* positions, float* o) {
   if (sink.numel() != heads)
     throw Error(cat("sink_attention: ", sink.name, " has ", sink.numel(), " entries, expected ",
                     heads, " heads"));
@@ -210,8 +248,11 @@ void CudaOps::sink_attention(const float* q, int rows, int heads, int dim, const
   const cuda::DenseW s = dense(sink, heads);
   if (width == 0) {  // no entries: o = 0 · kv / e^0
     fill(o, 0.0f, static_cast<size_t>(rows) * heads * dim);
+    if (rope) rope_dev(o, rows, heads, dim, *rope, positions, true);
     return;
   }
+  const OutRope r = rope ? OutRope{rope_table(*rope), rope->rope_dim, rope->positions, positions}
+                         : OutRope{nullptr, 0, 0, nullptr};
   const int splits = (width + kSplit - 1) / kSplit;
   const int groups = (heads + kGroup - 1) / kGroup;
   const int64_t per_row = static_cast<int64_t>(heads) * splits * dim;
@@ -232,7 +273,8 @@ void CudaOps::sink_attention(const float* q, int rows, int heads, int dim, const
                  stream_, q + r0 * heads * dim, n, heads, dim, kv, idx + r0 * width, width, splits, scale, vec, ml,
                  part);
     cuda::launch(sink_combine_kernel, dim3(static_cast<unsigned>(heads * slices), cuda::grid_rows(n)), kCombineThreads,
-                 0, stream_, ml, part, n, heads, dim, splits, s, o + r0 * heads * dim);
+                 0, stream_, ml, part, n, heads, dim, splits, s,
+                 r.fc ? OutRope{r.fc, r.rd, r.n_positions, r.positions + r0} : r, o + r0 * heads * dim);
   }
 }
 

@@ -73,6 +73,9 @@ CudaOps::CudaOps(int device, bool step_graphs, bool pdl)
   DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&split_fork_, cudaEventDisableTiming));
   DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&split_done_, cudaEventDisableTiming));
   DSV4_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&ring_), kUploadRing, cudaHostAllocDefault));
+  const size_t ticket_bytes = sizeof(unsigned) * kOpLines * static_cast<int>(Ticket::count);
+  DSV4_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&tickets_), ticket_bytes));
+  DSV4_CUDA_CHECK(cudaMemset(tickets_, 0, ticket_bytes));
 }
 
 CudaOps::~CudaOps() {
@@ -90,6 +93,7 @@ CudaOps::~CudaOps() {
   for (auto& line : scratch_)
     for (auto& s : line) cudaFree(s.ptr);
   if (ring_) cudaFreeHost(ring_);
+  if (tickets_) cudaFree(tickets_);
   if (split_done_) cudaEventDestroy(split_done_);
   if (split_fork_) cudaEventDestroy(split_fork_);
   if (split_stream_) cudaStreamDestroy(split_stream_);

@@ -21,6 +21,7 @@ namespace dsv4 {
 namespace cuda {
 enum class ExpertKernel;  // expert_kernel.h: the routed experts' kernel variant of moe
 struct GemvArgs;
+struct HcPost;
 struct GemmProblem;
 class LtGemm;
 }
@@ -89,6 +90,10 @@ class CudaOps final : public Ops {
 
   void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
               double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb) override;
+  // hc_pre_norm: one launch (and the split) up to a few rows, else hc_pre and rmsnorm (hc.cu).
+  void hc_pre_norm(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
+                   double hc_eps, int sinkhorn_iters, const TensorView& norm, float* y, float* post,
+                   float* comb, float* x) override;
   void hc_post(const float* x, const float* res, const float* post, const float* comb, int s,
                int hc, int hidden, float* out) override;
   void hc_head(const float* h, int s, int hc, int hidden, const HeadWeights& w,
@@ -125,6 +130,9 @@ class CudaOps final : public Ops {
   void sink_attention(const float* q, int rows, int heads, int dim, const float* kv,
                       const int32_t* idx, int width, const TensorView& sink, float scale,
                       float* o) override;
+  void sink_attention_rope_dev(const float* q, int rows, int heads, int dim, const float* kv,
+                               const int32_t* idx, int width, const TensorView& sink, float scale,
+                               const RopeTable& t, const int32_t* positions, float* o) override;
   void sink_attention_gemm(const float* q, int rows, int heads, int dim, const float* kv,
                            const int32_t* idx, int width, const TensorView& sink, float scale,
                            float* o) override;
@@ -139,11 +147,17 @@ class CudaOps final : public Ops {
                   float* wt) override;
   void moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
            int k, float swiglu_limit, const Numerics& num, float* out) override;
+  // moe_hc_post: moe whose combine kernels also write hc_post's outputs (moe.cu).
+  void moe_hc_post(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+                   const float* wt, int k, float swiglu_limit, const Numerics& num, float* out,
+                   const float* res, const float* post, const float* comb, int hc,
+                   float* h) override;
   // moe with its routed experts on the variant `kernel` (moe: shipped), for the twin test
   // of the shipped kernel's variants (cuda::moe_with, expert_kernel.h); the native arm
   // runs the fragment-layout kernel and takes `shipped` alone.
   void moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
-              const float* wt, int k, float swiglu_limit, const Numerics& num, float* out);
+              const float* wt, int k, float swiglu_limit, const Numerics& num, float* out,
+              const cuda::HcPost* post = nullptr);
   // The prefill MoE, grouped by expert (kernels/cuda/moe_prefill.cu).
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
@@ -171,6 +185,11 @@ class CudaOps final : public Ops {
   // own slot: no other op may reuse it while the split runs). gemm_*: the prefill GEMMs'
   // bf16 weight, bf16 activation terms and cuBLASLt workspace.
   enum class Slot { host_args, f32_a, f32_b, hc_part, gemm_w, gemm_x, gemm_ws, count };
+
+  // The counters of the last-block kernels (kernels/cuda/last_block.cuh), one per kind and
+  // line (lines run at once), zero between launches.
+  enum class Ticket { hc_pre_norm, sink_attention, count };
+  unsigned* ticket(Ticket t) const { return tickets_ + line_ * static_cast<int>(Ticket::count) + static_cast<int>(t); }
 
   void activate() const;  // cudaSetDevice(device_), and this thread's launches take pdl_
   // hc_pre's Sinkhorn split (post, comb) runs on split_stream_, off the critical path
@@ -230,11 +249,18 @@ class CudaOps final : public Ops {
   // shared expert's output sh [rows, hidden] into out (moe.cu): on the shipped kernel (the
   // bf16 arm, `kernel`'s variant) or the fragment kernel (the native arm). moe's decode
   // and verify rows; moe_gemm has its own kernels on the same layouts (moe_prefill.cu).
+  // post (moe_hc_post): each combine also writes hc_post of its rows, after join_split.
   void routed_shipped(cuda::ExpertKernel kernel, const BlockWeights& b, const ExpertTable& table, const float* x,
                       int rows, const int32_t* sel, const float* wt, int k, float limit, bool act_bf16,
-                      const float* sh, float* out);
+                      const float* sh, float* out, const cuda::HcPost* post);
   void routed_fragment(const BlockWeights& b, const ExpertTable& table, const float* x, int rows,
-                       const int32_t* sel, const float* wt, int k, float limit, const float* sh, float* out);
+                       const int32_t* sel, const float* wt, int k, float limit, const float* sh, float* out,
+                       const cuda::HcPost* post);
+  // sink_attention, then (rope set) rope_dev(o, ..., *rope, positions, inverse) in its
+  // combine kernel (attention.cu).
+  void sink_attention_at(const float* q, int rows, int heads, int dim, const float* kv, const int32_t* idx,
+                         int width, const TensorView& sink, float scale, const RopeTable* rope,
+                         const int32_t* positions, float* o);
   // Device copy of a hash layer's tid2eid [V, k], checked once against [0, n_experts);
   // keyed by the block's gate weight (the table's own vector has no storage identity).
   const int32_t* hash_table(const BlockWeights& b, int n_experts, int k);
@@ -299,6 +325,7 @@ class CudaOps final : public Ops {
   struct Scratch { void* ptr = nullptr; size_t bytes = 0; };
   Scratch scratch_[kOpLines][static_cast<int>(Slot::count)];  // per line: lines run at once
   uint8_t* ring_ = nullptr;  // pinned host memory, kUploadRing bytes
+  unsigned* tickets_ = nullptr;  // device [kOpLines, Ticket::count], zeroed
   // cuBLASLt handle and the algorithm chosen per shape, made on first use (a shared_ptr
   // so this header needs no cuBLASLt types; gemm_prefill.cu owns the deleter).
   std::shared_ptr<cuda::LtGemm> lt_;

@@ -136,13 +136,16 @@ __device__ inline void projections(const Expert& e, Projection (&w)[NW]) {
 
 // ---- launchers shared by moe.cu and moe_prefill.cu (defined in moe.cu) ----
 
+struct HcPost;  // hc_post.cuh
+
 // The shared expert's h [rows, inter] = swiglu(g, u) with weight 1 (§4.24).
 void shared_swiglu(const float* g, const float* u, int64_t rows, int inter, float limit, float* h,
                    cudaStream_t stream);
 // out[t, :] = (sum over row t's slots in ascending expert id of y[slot, :], from 0) + sh[t, :]
-// (§4.23 step 6); a slot whose id is outside [0, n_experts) adds NaN.
+// (§4.23 step 6); a slot whose id is outside [0, n_experts) adds NaN. post: hc_post of out
+// in the same launch (hc_post.cuh; Ops::moe_hc_post).
 void combine_experts(const float* y, const float* sh, const int32_t* sel, int64_t rows, int k, int hidden,
-                     int n_experts, float* out, cudaStream_t stream);
+                     int n_experts, float* out, cudaStream_t stream, const HcPost* post = nullptr);
 // The checks every MoE call makes (the layer named): k in [1, 16], expert widths whole
 // K chunks (kKChunk; §4.9 blocks), and the bf16 arm's NVFP4 weight_scale_2 a power of two (C4).
 void check_experts(const BlockWeights& b, int k, int hidden, const Numerics& num);

@@ -12,8 +12,11 @@
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/hc_device.cuh"
+#include "kernels/cuda/hc_post.cuh"
 #include "kernels/cuda/hc_rows.cuh"
+#include "kernels/cuda/last_block.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/norm.cuh"
 #include "base/error.h"
 
 namespace dsv4 {
@@ -28,6 +31,11 @@ constexpr int kMixRowBlocks = 16;  // mix-partial blocks per slice: each walks i
                                    // (fn loaded once per block, not once per 8 rows)
 constexpr int kMaxThreads = 1024;  // one warp per sum where it fits
 constexpr int64_t kHcRowTiledFrom = 64;  // rows from which hc_pre runs hc_rows.cu's kernels
+// The most rows hc_pre_norm runs in one launch: its last block collapses and norms every
+// row alone (~64 KiB of h a Flash row, ~1 us from L2), which beyond a few rows costs more
+// than the two launches it saves (~2.5 us each in a PDL graph); the bits are the same
+// either way, so the row count may pick.
+constexpr int kFusedNormRows = 4;
 constexpr int kMaxWarps = kMaxThreads / cuda::kWarp;
 constexpr int kSumsPerWarp = (kMaxSums + kMaxWarps - 1) / kMaxWarps;
 
@@ -42,13 +50,12 @@ void require_numel(const TensorView& t, int64_t n, const char* what) {
 // of the slice in ascending order, then the butterfly; f64 (the f32 products are exact in
 // f64; §4.4 step 1 as the CPU's f64 mixes). The warp's fn values are loaded once, before
 // the h tile (one global read of h per block, then shared).
-__global__ void __launch_bounds__(kMaxThreads)
-hc_mix_partial_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW fn, int m, double* part) {
-  cuda::pdl_wait();
-  cuda::pdl_launch_dependents();
+// The warps past the mix sums (a block sized for another job: hc_pre_norm_kernel) skip them.
+__device__ void mix_partials(const float* h, int64_t rows, int64_t width, const cuda::DenseW& fn, int m,
+                             double* part) {
   __shared__ float tile[kRowTile * kSlice];  // h[t0 + r, slice columns]
   const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
-  const int warps = blockDim.x / cuda::kWarp;
+  const int warps = min(static_cast<int>(blockDim.x / cuda::kWarp), kMaxWarps);
   const int64_t slices = gridDim.x, s = blockIdx.x;
   float w[kSumsPerWarp][kPerLane];
 #pragma unroll
@@ -84,6 +91,13 @@ hc_mix_partial_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW 
       }
     }
   }
+}
+
+__global__ void __launch_bounds__(kMaxThreads)
+hc_mix_partial_kernel(const float* h, int64_t rows, int64_t width, cuda::DenseW fn, int m, double* part) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  mix_partials(h, rows, width, fn, m, part);
 }
 
 // Sinkhorn on one warp (§4.4): M [hc, hc] lives in registers, lane l holding entries l and
@@ -221,36 +235,71 @@ hc_apply_kernel(const float* h, const double* part, int64_t slices, int64_t rows
   }
 }
 
+// hc_pre_norm for at most kFusedNormRows rows in one launch (issue 12): the mix partials
+// as hc_mix_partial_kernel (the same grid), then the block that finishes last
+// (cuda::last_block_done) collapses each row as hc_apply_kernel does (raw, pre, the sums)
+// into y and `row`, and norms `row` into x as rmsnorm_kernel does (its kNormThreads take
+// the squares). Block: max(the mix threads, kNormThreads).
+__global__ void __launch_bounds__(kMaxThreads)
+hc_pre_norm_kernel(const float* h, int64_t rows, int hc, int hidden, cuda::DenseW fn, int m, double norm_eps,
+                   SplitArgs a, cuda::DenseW norm, unsigned* ticket, double* part, float* y, float* x) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  mix_partials(h, rows, int64_t{hc} * hidden, fn, m, part);
+  if (!cuda::last_block_done(ticket, gridDim.x * gridDim.y)) return;
+  extern __shared__ float row[];  // [hidden] the row's y
+  __shared__ double raw[kMaxSums];
+  __shared__ float pre[kMaxHc];
+  __shared__ float red[cuda::kWarp];
+  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
+  const int warps = blockDim.x / cuda::kWarp;
+  const int64_t slices = gridDim.x;
+  constexpr int kCols = 2;  // columns a thread loads before it stores (their loads overlap)
+  for (int64_t t = 0; t < rows; ++t) {
+    __syncthreads();  // the previous row's raw, pre and row are read
+    for (int q = warp; q < hc + 1; q += warps) {  // warp-uniform: the pre mixes and the sum of squares
+      const int j = q < hc ? q : m;
+      const double r = mix_sum(part, slices, t, m, j, /*via_l2=*/true);
+      if (lane == 0) raw[j] = r;
+    }
+    __syncthreads();
+    if (threadIdx.x < hc) pre[threadIdx.x] = collapse_pre(raw, mix_rs(raw, m, hc, hidden, norm_eps), threadIdx.x, a);
+    __syncthreads();
+    for (int d0 = threadIdx.x; d0 < hidden; d0 += kCols * blockDim.x) {
+      float xs[kCols][kMaxHc];
+#pragma unroll
+      for (int i = 0; i < kCols; ++i)
+#pragma unroll
+        for (int c = 0; c < kMaxHc; ++c) {
+          const int d = d0 + i * blockDim.x;
+          xs[i][c] = d < hidden && c < hc ? h[(t * hc + c) * hidden + d] : 0.0f;
+        }
+#pragma unroll
+      for (int i = 0; i < kCols; ++i) {
+        const int d = d0 + i * blockDim.x;
+        if (d >= hidden) break;
+        const float v = collapse_sum(pre, xs[i], hc);
+        y[t * hidden + d] = v;
+        row[d] = v;
+      }
+    }
+    __syncthreads();
+    cuda::block_rmsnorm(row, norm, true, hidden, norm_eps, x + t * hidden, red, cuda::kNormThreads);
+  }
+}
+
 // §4.5: out[t,k,d] = post[t,k] x[t,d] + sum_j comb[t,j,k] res[t,j,d], j ascending. Thread
 // (column d, row t) reads x[t,d] and the hc values res[t,:,d] once and writes the hc outputs
 // out[t,:,d]; blocks span the columns (grid.x) and the rows (grid.y, looping past 65535).
 // Issue 13: the flat kernel of one thread per output (three 64-bit divisions to find
 // (t, k, d), res read hc times) took 0.14 ms at 1,024 Flash rows against 40 us of bytes.
 // Each output's operations and their order are the CPU's, so the bits are too.
-__global__ void hc_post_kernel(const float* x, const float* res, const float* post,
-                               const float* comb, int64_t rows, int hc, int hidden, float* out) {
+__global__ void hc_post_kernel(const float* x, cuda::HcPost p, int64_t rows, int hidden) {
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   const int d = blockIdx.x * blockDim.x + threadIdx.x;
   if (d >= hidden) return;
-  for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
-    const float* rt = res + t * hc * hidden + d;  // res[t, j, d] at rt[j * hidden]
-    const float* ct = comb + t * hc * hc;         // comb[t, j, k] at ct[j * hc + k]
-    float r[kMaxHc];
-#pragma unroll
-    for (int j = 0; j < kMaxHc; ++j)
-      if (j < hc) r[j] = rt[static_cast<int64_t>(j) * hidden];
-    const float xv = x[t * hidden + d];
-#pragma unroll
-    for (int k = 0; k < kMaxHc; ++k) {
-      if (k >= hc) break;
-      float acc = post[t * hc + k] * xv;
-#pragma unroll
-      for (int j = 0; j < kMaxHc; ++j)
-        if (j < hc) acc += ct[j * hc + k] * r[j];
-      out[(t * hc + k) * hidden + d] = acc;
-    }
-  }
+  for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) cuda::hc_post_column(x[t * hidden + d], p, t, d, hidden);
 }
 
 // out[t*out_stride + d] = (sum_c h[t,c,d] in f64, c ascending) / hc.
@@ -294,6 +343,16 @@ void launch_collapse(cuda::HcKernels kernels, cudaStream_t stream, const float* 
                slices_of(int64_t{hc} * hidden), rows, hc, hidden, m, norm_eps, a, y);
 }
 
+// §4.4 step 2 (post, comb) from the mix partials on side.stream, after what `stream` holds.
+void launch_split(cudaStream_t stream, const SplitLaunch& side, const double* part, int64_t slices, int s, int hc,
+                  int hidden, int m, double norm_eps, const SplitArgs& a) {
+  DSV4_CUDA_CHECK(cudaEventRecord(side.fork, stream));
+  DSV4_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
+  cuda::launch(hc_split_kernel, cuda::grid_rows((s + kSplitWarps - 1) / kSplitWarps), kSplitWarps * cuda::kWarp, 0,
+               side.stream, part, slices, s, hc, hidden, m, norm_eps, a);
+  DSV4_CUDA_CHECK(cudaEventRecord(side.done, side.stream));
+}
+
 // §4.4 steps 1-3 (a.post set; the split on `side`) or §4.25 steps 1-3 on h [s, hc, hidden]
 // with fn [m, hc*hidden]; part holds s * (m + 1) * slices doubles.
 void launch_mix_collapse(cuda::HcKernels kernels, cudaStream_t stream, const float* h, int s, int hc, int hidden,
@@ -301,13 +360,7 @@ void launch_mix_collapse(cuda::HcKernels kernels, cudaStream_t stream, const flo
                          const SplitLaunch* side, double* part, float* y) {
   const int64_t width = static_cast<int64_t>(hc) * hidden, slices = slices_of(width);
   launch_mix(kernels, stream, h, s, width, fn, m, part);
-  if (a.post) {
-    DSV4_CUDA_CHECK(cudaEventRecord(side->fork, stream));
-    DSV4_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
-    cuda::launch(hc_split_kernel, cuda::grid_rows((s + kSplitWarps - 1) / kSplitWarps), kSplitWarps * cuda::kWarp, 0,
-                 side->stream, part, slices, s, hc, hidden, m, norm_eps, a);
-    DSV4_CUDA_CHECK(cudaEventRecord(side->done, side->stream));
-  }
+  if (a.post) launch_split(stream, *side, part, slices, s, hc, hidden, m, norm_eps, a);
   launch_collapse(kernels, stream, h, part, s, hc, hidden, m, norm_eps, a, y);
 }
 
@@ -330,14 +383,24 @@ void cuda::hc_collapse(HcKernels kernels, const float* h, const double* part, in
   if (rows > 0) launch_collapse(kernels, stream, h, part, rows, hc, hidden, m, norm_eps, a, y);
 }
 
-void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
-                     double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb) {
+namespace {
+
+// hc_pre's mixes m = (2 + hc) hc, its parameters refused by name unless they fit.
+int hc_pre_mixes(const HcParams& p, int hc, int hidden, int sinkhorn_iters) {
   DSV4_CHECK(hc >= 1 && hc <= kMaxHc && sinkhorn_iters >= 1, "hc=", hc, " iters=", sinkhorn_iters);
   const int m = (2 + hc) * hc;
-  const int64_t width = static_cast<int64_t>(hc) * hidden;
-  require_numel(p.fn, m * width, "hc_pre fn");
+  require_numel(p.fn, m * int64_t{hc} * hidden, "hc_pre fn");
   require_numel(p.base, m, "hc_pre base");
   require_numel(p.scale, 3, "hc_pre scale");
+  return m;
+}
+
+}  // namespace
+
+void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
+                     double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb) {
+  const int m = hc_pre_mixes(p, hc, hidden, sinkhorn_iters);
+  const int64_t width = static_cast<int64_t>(hc) * hidden;
   if (s == 0) return;
   activate();
   join_split();  // the previous split still reads hc_part and writes its post / comb
@@ -354,6 +417,35 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   split_pending_ = true;
 }
 
+void CudaOps::hc_pre_norm(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
+                          double hc_eps, int sinkhorn_iters, const TensorView& norm, float* y, float* post,
+                          float* comb, float* x) {
+  if (s > kFusedNormRows) {
+    hc_pre(h, s, hc, hidden, p, norm_eps, hc_eps, sinkhorn_iters, y, post, comb);
+    rmsnorm(y, norm, s, hidden, norm_eps, x);
+    return;
+  }
+  const int m = hc_pre_mixes(p, hc, hidden, sinkhorn_iters);
+  const int64_t width = static_cast<int64_t>(hc) * hidden, slices = slices_of(width);
+  if (norm.numel() != hidden)
+    throw Error(cat("hc_pre_norm: weight '", norm.name, "' has ", norm.numel(), " elements, rows have ", hidden));
+  if (s == 0) return;
+  activate();
+  join_split();  // the previous split still reads hc_part and writes its post / comb
+  const SplitArgs a{dense(p.scale, 3), dense(p.base, m), hc_eps, sinkhorn_iters, post, comb};
+  const size_t parts = static_cast<size_t>(s) * (m + 1) * slices;
+  double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
+  const size_t smem = static_cast<size_t>(hidden) * sizeof(float);
+  allow_smem(reinterpret_cast<const void*>(hc_pre_norm_kernel), smem);
+  const int threads = std::max(cuda::kWarp * std::min(m + 1, kMaxWarps), cuda::kNormThreads);
+  const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>((s + kRowTile - 1) / kRowTile));
+  cuda::launch(hc_pre_norm_kernel, grid, threads, smem, stream_, h, int64_t{s}, hc, hidden, dense(p.fn, width), m,
+               norm_eps, a, dense(norm, hidden), ticket(Ticket::hc_pre_norm), part, y, x);
+  launch_split(stream_, SplitLaunch{split_stream_, split_fork_, split_done_}, part, slices, s, hc, hidden, m,
+               norm_eps, a);
+  split_pending_ = true;
+}
+
 void CudaOps::hc_post(const float* x, const float* res, const float* post, const float* comb, int s,
                       int hc, int hidden, float* out) {
   DSV4_CHECK(hc >= 1 && hc <= kMaxHc, "hc=", hc);
@@ -361,7 +453,8 @@ void CudaOps::hc_post(const float* x, const float* res, const float* post, const
   activate();
   join_split();  // post and comb
   const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), cuda::grid_rows(s));
-  cuda::launch(hc_post_kernel, grid, kThreads, 0, stream_, x, res, post, comb, s, hc, hidden, out);
+  cuda::launch(hc_post_kernel, grid, kThreads, 0, stream_, x, cuda::HcPost{res, post, comb, hc, out}, int64_t{s},
+               hidden);
 }
 
 void CudaOps::hc_head(const float* h, int s, int hc, int hidden, const HeadWeights& w,

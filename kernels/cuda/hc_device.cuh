@@ -26,11 +26,12 @@ struct SplitArgs {  // §4.4 step 2; post / comb null: hc_head (§4.25, no split
 __device__ inline double sigmoid(double z) { return 1.0 / (1.0 + exp(-z)); }
 
 // raw[j] = the slices of row t's partial j summed lane-strided in ascending slice, then the
-// butterfly (one warp, the same order wherever it runs).
-__device__ inline double mix_sum(const double* part, int64_t slices, int64_t t, int m, int j) {
+// butterfly (one warp, the same order wherever it runs). via_l2: loads that bypass L1, for
+// partials other blocks of the same grid wrote (cuda::last_block_done).
+__device__ inline double mix_sum(const double* part, int64_t slices, int64_t t, int m, int j, bool via_l2 = false) {
   const double* pj = part + (t * (m + 1) + j) * slices;
   double r = 0.0;
-  for (int64_t s = threadIdx.x % kWarp; s < slices; s += kWarp) r += pj[s];
+  for (int64_t s = threadIdx.x % kWarp; s < slices; s += kWarp) r += via_l2 ? __ldcg(pj + s) : pj[s];
   return warp_sum(r);
 }
 

@@ -24,6 +24,7 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/expert_fp4.cuh"
 #include "kernels/cuda/expert_mma.cuh"
+#include "kernels/cuda/hc_post.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/moe_experts.cuh"
@@ -205,9 +206,10 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t rows, int 
 }
 
 // out[t, d] = (sum over the row's slots in ascending expert id of y[slot, d], from 0) + sh[t, d].
-// A slot whose id is outside [0, n_experts) was computed by no tile: it adds NaN.
+// A slot whose id is outside [0, n_experts) was computed by no tile: it adds NaN. With
+// post.out set, hc_post's column (t, d) of that value too (Ops::moe_hc_post).
 __global__ void combine_kernel(const float* y, const float* sh, const int32_t* sel, int64_t rows,
-                               int k, int hidden, int n_experts, float* out) {
+                               int k, int hidden, int n_experts, float* out, cuda::HcPost post) {
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * hidden;
@@ -228,7 +230,9 @@ __global__ void combine_kernel(const float* y, const float* sh, const int32_t* s
       const int32_t e = sel[t * k + order[j]];
       acc += e >= 0 && e < n_experts ? y[(t * k + order[j]) * hidden + d] : NAN;
     }
-    out[i] = acc + sh[i];
+    const float v = acc + sh[i];
+    out[i] = v;
+    if (post.out) cuda::hc_post_column(v, post, t, d, hidden);  // uniform
   }
 }
 
@@ -304,9 +308,9 @@ void shared_swiglu(const float* g, const float* u, int64_t rows, int inter, floa
 }
 
 void combine_experts(const float* y, const float* sh, const int32_t* sel, int64_t rows, int k, int hidden,
-                     int n_experts, float* out, cudaStream_t stream) {
+                     int n_experts, float* out, cudaStream_t stream, const HcPost* post) {
   cuda::launch(combine_kernel, blocks_for(rows * hidden, kThreads), kThreads, 0, stream, y, sh, sel, rows, k, hidden,
-               n_experts, out);
+               n_experts, out, post ? *post : HcPost{});
 }
 
 void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a, int64_t items_max, int device,
@@ -424,8 +428,17 @@ void CudaOps::check_grouping(const BlockWeights& b, int64_t slots) const {
                     40 * 1024 / 4 - slots, " for ", slots, " slots"));
 }
 
+void CudaOps::moe_hc_post(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
+                          int k, float swiglu_limit, const Numerics& num, float* out, const float* res,
+                          const float* post, const float* comb, int hc, float* h) {
+  DSV4_CHECK(hc >= 1 && hc <= cuda::hc::kMaxHc, "moe_hc_post: hc=", hc);
+  const cuda::HcPost p{res, post, comb, hc, h};
+  moe_on(cuda::ExpertKernel::shipped, b, x, rows, sel, wt, k, swiglu_limit, num, out, &p);
+}
+
 void CudaOps::moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
-                     const float* wt, int k, float swiglu_limit, const Numerics& num, float* out) {
+                     const float* wt, int k, float swiglu_limit, const Numerics& num, float* out,
+                     const cuda::HcPost* post) {
   const int hidden = static_cast<int>(b.shared_w1.in());
   const int shared_inter = static_cast<int>(b.shared_w1.out());
   const bool native = num.expert_arm == ExpertArm::native;
@@ -453,9 +466,9 @@ void CudaOps::moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const flo
   gemv_rows(sw2, sh_h, Is, act, sh, hidden, rows);
   on_line(0);
   if (native)
-    routed_fragment(b, table, x, rows, sel, wt, k, swiglu_limit, sh, out);
+    routed_fragment(b, table, x, rows, sel, wt, k, swiglu_limit, sh, out, post);
   else
-    routed_shipped(kernel, b, table, x, rows, sel, wt, k, swiglu_limit, act, sh, out);
+    routed_shipped(kernel, b, table, x, rows, sel, wt, k, swiglu_limit, act, sh, out, post);
 }
 
 // The bf16 arm: bf16-rounded activations (one plane) or f32 ones as three exact bf16
@@ -463,7 +476,7 @@ void CudaOps::moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const flo
 // order differs (one pass would round x to 8 bits).
 void CudaOps::routed_shipped(cuda::ExpertKernel kernel, const BlockWeights& b, const ExpertTable& table,
                              const float* x, int rows, const int32_t* sel, const float* wt, int k, float limit,
-                             bool act_bf16, const float* sh, float* out) {
+                             bool act_bf16, const float* sh, float* out, const cuda::HcPost* post) {
   const int64_t C = std::min(rows, kMoeChunk), S = C * k, H = b.shared_w1.in(), I = table.inter;
   const int n_experts = static_cast<int>(b.experts.size());
   const int64_t T = max_tiles(S, n_experts);
@@ -485,8 +498,10 @@ void CudaOps::routed_shipped(cuda::ExpertKernel kernel, const BlockWeights& b, c
     const MmaArgs down{tiles, h, 1, H, I, ye, nullptr, 0.0f};
     cuda::launch_expert_mma(kernel, 1, planes, down, tiles_max * (H / kTileRows), device_, stream_);
     join_lines();  // the shared expert's sh
+    if (post) join_split();  // hc_post's post and comb
+    const cuda::HcPost rows_post = post ? post->from(row0, H) : cuda::HcPost{};
     cuda::combine_experts(ye, sh + row0 * H, sel + row0 * k, n_rows, k, static_cast<int>(H), n_experts,
-                          out + row0 * H, stream_);
+                          out + row0 * H, stream_, post ? &rows_post : nullptr);
   }
 }
 
@@ -497,7 +512,8 @@ void CudaOps::routed_shipped(cuda::ExpertKernel kernel, const BlockWeights& b, c
 // fragment kernel's (docs/numerics.md "MoE experts"), fixed by K alone: a row of a T-row
 // call equals the row alone bit for bit (SPECDECODE.md R-I3).
 void CudaOps::routed_fragment(const BlockWeights& b, const ExpertTable& table, const float* x, int rows,
-                              const int32_t* sel, const float* wt, int k, float limit, const float* sh, float* out) {
+                              const int32_t* sel, const float* wt, int k, float limit, const float* sh, float* out,
+                              const cuda::HcPost* post) {
   const int64_t C = std::min(rows, kMoeChunk), S = C * k, H = b.shared_w1.in(), I = table.inter;
   const int n_experts = static_cast<int>(b.experts.size());
   const bool nv = b.experts.front().w1.recipe == ExpertRecipe::nvfp4;  // every expert's (expert_table)
@@ -525,8 +541,10 @@ void CudaOps::routed_fragment(const BlockWeights& b, const ExpertTable& table, c
                               reinterpret_cast<const __half*>(hq), hs};
     cuda::launch_expert_fp4(1, nv, cuda::kFragRing, down, tiles_max, device_, stream_);
     join_lines();  // the shared expert's sh
+    if (post) join_split();  // hc_post's post and comb
+    const cuda::HcPost rows_post = post ? post->from(row0, H) : cuda::HcPost{};
     cuda::combine_experts(ye, sh + row0 * H, sel_c, n_rows, k, static_cast<int>(H), n_experts, out + row0 * H,
-                          stream_);
+                          stream_, post ? &rows_post : nullptr);
   }
 }
 

@@ -1,4 +1,5 @@
 // CUDA vs CPU: sparse sink attention (MODEL.md §4.20 with D12), -1 pads, row independence.
+#include "kernels/rope_table.h"
 #include "tests/gpu/attention_case.h"
 
 namespace dsv4::twin {
@@ -71,6 +72,42 @@ TEST_CASE("sink_attention twin at Flash shapes: 64 heads x 512, width 640 with p
     // bound 1e-5 leaves a 10x margin and still catches any wrong weight or dropped key
     // (one key of ~235 effective ones moves o by ~4e-3).
     check_case("sink_attention flash rows " + std::to_string(rows), c, 80 + rows, 1e-5);
+  }
+}
+
+// sink_attention_rope_dev (issue 12) at Flash shapes (64 heads x 512, rope 64, width 640
+// with pads): on CUDA the bits of sink_attention then rope_dev(inverse), the rotation done
+// in the combine kernel; rows vs single rows; against the CPU at the Flash bound above
+// (the rotation is exact on both).
+TEST_CASE("sink_attention_rope_dev twin: the attention and the inverse rope as one op, bit for bit") {
+  const RopeTable table = make_rope_table(10000.0, 64, 70000, nullptr);
+  for (int rows : {1, 3}) {
+    AttentionCase c{rows, 64, 512, 128 + 4096, 640, {}, {}, 1.0f};
+    Rng pick(90 + rows);
+    for (int h = 0; h < c.heads; ++h) c.sink.push_back(pick.normal(2.0f));
+    c.idx.assign(static_cast<size_t>(rows) * c.width, -1);
+    for (int t = 0; t < rows; ++t)
+      for (int k = 0; k < 600 - 9 * t; ++k) c.idx[static_cast<size_t>(t) * c.width + k] = (k * 37 + t * 11) % c.n_kv;
+    Backends b;
+    AttentionInputs in(b, c, 95 + rows);
+    std::vector<int32_t> pos_host;
+    for (int t = 0; t < rows; ++t) pos_host.push_back(65000 + t);
+    PairI pos = put_i32(b, pos_host);
+    PairF o = zeros(b, in.q.n), chain = zeros(b, in.q.n), one = zeros(b, in.q.n);
+    for (int s : {kCpu, kGpu})
+      b.at(s).sink_attention_rope_dev(in.q[s], rows, c.heads, c.dim, in.kv[s], in.idx[s], c.width, in.sink, in.scale,
+                                      table, pos[s], o[s]);
+    b.gpu->sink_attention(in.q[kGpu], rows, c.heads, c.dim, in.kv[kGpu], in.idx[kGpu], c.width, in.sink, in.scale,
+                          chain[kGpu]);
+    b.gpu->rope_dev(chain[kGpu], rows, c.heads, c.dim, table, pos[kGpu], true);
+    const std::string what = "sink_attention_rope_dev rows " + std::to_string(rows);
+    check_bitwise(what + " vs sink_attention, rope_dev", get(b, chain, kGpu), get(b, o, kGpu));
+    check_close(what, get(b, o, kCpu), get(b, o, kGpu), 1e-5, 1e-5);
+    for (int t = 0; t < rows; ++t)
+      b.gpu->sink_attention_rope_dev(in.q[kGpu] + t * in.row_q, 1, c.heads, c.dim, in.kv[kGpu],
+                                     in.idx[kGpu] + t * c.width, c.width, in.sink, in.scale, table, pos[kGpu] + t,
+                                     one[kGpu] + t * in.row_q);
+    check_bitwise(what + ": rows vs single rows", get(b, o, kGpu), get(b, one, kGpu));
   }
 }
 

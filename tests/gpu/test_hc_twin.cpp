@@ -1,6 +1,7 @@
 // CUDA vs CPU: hyper-connections (MODEL.md §4.4, §4.5, §4.25 steps 1-3, SPECDECODE §2.3).
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -24,6 +25,17 @@ constexpr Shape kShapes[] = {{kHidden, 11}, {kHidden, 300}, {4096, 1}, {4096, 5}
 // fn entries scaled so the mixes stay O(1) at every width (sigmoid / softmax not saturated).
 float fn_sd(int hidden) { return 1.6f / std::sqrt(static_cast<float>(kHc * hidden)); }
 
+// hc_pre's seeded parameters at width kHc * hidden (fn [m, width], base [m], scale [3]).
+HcParams hc_params(Store& store, Rng& rng, int hidden) {
+  const int m = (2 + kHc) * kHc;
+  const int64_t width = int64_t{kHc} * hidden;
+  HcParams p;
+  p.fn = store.f32("hc_attn_fn", {m, width}, rng.normals(static_cast<size_t>(m * width), fn_sd(hidden)));
+  p.base = store.f32("hc_attn_base", {m}, rng.normals(m, 0.5f));
+  p.scale = store.f32("hc_attn_scale", {3}, {0.7f, 1.3f, 2.0f});
+  return p;
+}
+
 }  // namespace
 
 TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single rows") {
@@ -31,12 +43,9 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
     Backends b;
     Rng rng(21);
     Store store;
-    const int m = (2 + kHc) * kHc, rows = sh.rows, hidden = sh.hidden;
+    const int rows = sh.rows, hidden = sh.hidden;
     const int64_t width = int64_t{kHc} * hidden;
-    HcParams p;
-    p.fn = store.f32("hc_attn_fn", {m, width}, rng.normals(static_cast<size_t>(m * width), fn_sd(hidden)));
-    p.base = store.f32("hc_attn_base", {m}, rng.normals(m, 0.5f));
-    p.scale = store.f32("hc_attn_scale", {3}, {0.7f, 1.3f, 2.0f});
+    const HcParams p = hc_params(store, rng, hidden);
     PairF h = put(b, rng.normals(static_cast<size_t>(rows * width)));
     PairF y = zeros(b, rows * hidden), post = zeros(b, rows * kHc), comb = zeros(b, rows * kHc * kHc);
     for (int s : {kCpu, kGpu})
@@ -56,6 +65,59 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
     check_bitwise("hc_pre y rows vs single rows" + at, get(b, y, kGpu), get(b, y1, kGpu));
     check_bitwise("hc_pre post rows vs single rows" + at, get(b, post, kGpu), get(b, post1, kGpu));
     check_bitwise("hc_pre comb rows vs single rows" + at, get(b, comb, kGpu), get(b, comb1, kGpu));
+  }
+}
+
+// hc_pre_norm (issue 12): on CUDA the bits of hc_pre then rmsnorm, in one launch up to 4
+// rows (the last block collapses and norms) and by the two ops past that (5 rows); a
+// repeated call the same bits (the last-block ticket is back at 0 after each launch, as a
+// replayed step graph needs); rows vs single rows; against the CPU at hc_pre's bound.
+TEST_CASE("hc_pre_norm twin: hc_pre then rmsnorm as one op, bit for bit; rows vs single rows") {
+  constexpr Shape kNormShapes[] = {{kHidden, 3}, {4096, 1}, {4096, 2}, {4096, 4}, {4096, 5}};
+  for (const Shape& sh : kNormShapes) {
+    Backends b;
+    Rng rng(25);
+    Store store;
+    const int rows = sh.rows, hidden = sh.hidden;
+    const int64_t width = int64_t{kHc} * hidden;
+    const HcParams p = hc_params(store, rng, hidden);
+    std::vector<float> wv = rng.normals(static_cast<size_t>(hidden), 0.5f);
+    const TensorView norm = store.bf16("attn_norm.weight", {hidden}, wv);
+    PairF h = put(b, rng.normals(static_cast<size_t>(rows * width)));
+    auto outputs = [&] {
+      return std::array<PairF, 4>{zeros(b, rows * hidden), zeros(b, rows * kHc), zeros(b, rows * kHc * kHc),
+                                  zeros(b, rows * hidden)};
+    };
+    auto [y, post, comb, x] = outputs();
+    for (int s : {kCpu, kGpu})
+      b.at(s).hc_pre_norm(h[s], rows, kHc, hidden, p, 1e-6, 1e-6, 20, norm, y[s], post[s], comb[s], x[s]);
+    auto [cy, cpost, ccomb, cx] = outputs();  // the two ops on CUDA
+    b.gpu->hc_pre(h[kGpu], rows, kHc, hidden, p, 1e-6, 1e-6, 20, cy[kGpu], cpost[kGpu], ccomb[kGpu]);
+    b.gpu->rmsnorm(cy[kGpu], norm, rows, hidden, 1e-6, cx[kGpu]);
+    const std::string at = " hidden " + std::to_string(hidden) + " rows " + std::to_string(rows);
+    const char* names[] = {"y", "post", "comb", "x"};
+    const PairF* fused[] = {&y, &post, &comb, &x};
+    const PairF* chain[] = {&cy, &cpost, &ccomb, &cx};
+    for (int i = 0; i < 4; ++i)
+      check_bitwise(std::string("hc_pre_norm ") + names[i] + " vs hc_pre, rmsnorm" + at, get(b, *chain[i], kGpu),
+                    get(b, *fused[i], kGpu));
+    // hc_pre's bound (its twin above) on y, post, comb; x is y normed (~1e-7 relative more,
+    // the rmsnorm twin's): bound 2e-6.
+    for (int i = 0; i < 4; ++i)
+      check_close(std::string("hc_pre_norm ") + names[i] + at, get(b, *fused[i], kCpu), get(b, *fused[i], kGpu),
+                  i == 3 ? 2e-6 : 1e-6, i == 3 ? 2e-6 : 1e-6);
+    auto [ry, rpost, rcomb, rx] = outputs();  // a repeated call
+    b.gpu->hc_pre_norm(h[kGpu], rows, kHc, hidden, p, 1e-6, 1e-6, 20, norm, ry[kGpu], rpost[kGpu], rcomb[kGpu],
+                       rx[kGpu]);
+    check_bitwise("hc_pre_norm x repeated call" + at, get(b, x, kGpu), get(b, rx, kGpu));
+    auto [y1, post1, comb1, x1] = outputs();
+    for (int t = 0; t < rows; ++t)
+      b.gpu->hc_pre_norm(h[kGpu] + t * width, 1, kHc, hidden, p, 1e-6, 1e-6, 20, norm, y1[kGpu] + t * hidden,
+                         post1[kGpu] + t * kHc, comb1[kGpu] + t * kHc * kHc, x1[kGpu] + t * hidden);
+    const PairF* single[] = {&y1, &post1, &comb1, &x1};
+    for (int i = 0; i < 4; ++i)
+      check_bitwise(std::string("hc_pre_norm ") + names[i] + " rows vs single rows" + at, get(b, *fused[i], kGpu),
+                    get(b, *single[i], kGpu));
   }
 }
 

@@ -433,6 +433,50 @@ TEST_CASE("moe twin at Flash shapes: 8 rows, shared and distinct experts, both r
     check_moe(kFlash, recipe, kVerify, sel, true, recipe == ExpertRecipe::mxfp4 ? 84 : 85);
 }
 
+// moe_hc_post (issue 12): on CUDA the bits of moe then hc_post (hc 4), hc_post's columns
+// written by the MoE's combine kernel, in every arm at the small widths and at Flash's
+// (1 and 3 rows: a decode row, a verify round), rows vs single rows; against the CPU at
+// check_moe's bounds (hc_post adds exact products of the same inputs: its own twin is exact).
+TEST_CASE("moe_hc_post twin: the MoE and hc_post as one op, bit for bit; rows vs single rows") {
+  constexpr int kPostHc = 4;
+  for (const MoeShape& s : {kSmall, kFlash})
+    for (int rows : {1, 3}) {
+      Rng rng(88 + rows);
+      Block blk(rng, ExpertRecipe::mxfp4, false, s);
+      const std::vector<float> x_host = rng.normals(static_cast<size_t>(rows) * s.hidden, 2.0f);
+      std::vector<int32_t> sel_host;
+      for (int t = 0; t < rows; ++t)
+        for (int j = 0; j < kK; ++j) sel_host.push_back((t * 11 + j * 5 + 3) % s.experts);
+      const size_t n_out = static_cast<size_t>(rows) * s.hidden, n_h = n_out * kPostHc;
+      const std::vector<float> res_host = rng.normals(n_h), post_host = rng.normals(rows * kPostHc),
+                               comb_host = rng.normals(rows * kPostHc * kPostHc);
+      for (const auto& [a, num] : arms_for(0.0f)) {
+        Backends b;
+        auto [x, sel, wt] = routed_inputs(b, x_host, sel_host);
+        PairF res = put(b, res_host), post = put(b, post_host), comb = put(b, comb_host);
+        PairF out = zeros(b, n_out), h = zeros(b, n_h), chain_out = zeros(b, n_out), chain_h = zeros(b, n_h);
+        for (int side : {kCpu, kGpu})
+          b.at(side).moe_hc_post(blk.w, x[side], rows, sel[side], wt[side], kK, a.limit, num, out[side], res[side],
+                                 post[side], comb[side], kPostHc, h[side]);
+        b.gpu->moe(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, chain_out[kGpu]);
+        b.gpu->hc_post(chain_out[kGpu], res[kGpu], post[kGpu], comb[kGpu], rows, kPostHc, s.hidden, chain_h[kGpu]);
+        const std::string what = case_name("moe_hc_post ", ExpertRecipe::mxfp4, a, s, rows);
+        check_bitwise(what + " out vs moe", get(b, chain_out, kGpu), get(b, out, kGpu));
+        check_bitwise(what + " h vs moe, hc_post", get(b, chain_h, kGpu), get(b, h, kGpu));
+        check_close(what + " out", get(b, out, kCpu), get(b, out, kGpu), a.rel_l2, a.max_norm);
+        check_close(what + " h", get(b, h, kCpu), get(b, h, kGpu), a.rel_l2, a.max_norm);
+        PairF one = zeros(b, n_out), one_h = zeros(b, n_h);
+        for (int t = 0; t < rows; ++t) {
+          const size_t r = static_cast<size_t>(t) * s.hidden;
+          b.gpu->moe_hc_post(blk.w, x[kGpu] + r, 1, sel[kGpu] + t * kK, wt[kGpu] + t * kK, kK, a.limit, num,
+                             one[kGpu] + r, res[kGpu] + r * kPostHc, post[kGpu] + t * kPostHc,
+                             comb[kGpu] + t * kPostHc * kPostHc, kPostHc, one_h[kGpu] + r * kPostHc);
+        }
+        check_bitwise(what + " h rows vs single rows", get(b, h, kGpu), get(b, one_h, kGpu));
+      }
+    }
+}
+
 // The prefill MoE (Ops::moe_gemm: rows grouped by expert, GEMMs) against the CPU's moe in
 // every arm, with check_moe's bounds (the GEMMs sum the same exact products in another
 // f32 order; an NVFP4 scale_2 multiplies the GEMM's sum, as the mma kernel does), and a

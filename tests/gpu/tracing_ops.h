@@ -76,6 +76,13 @@ class TracingOps final : public OpDecorator<TracingOps> {
     rec("hc_pre post", post, static_cast<size_t>(s) * hc);
     rec("hc_pre comb", comb, static_cast<size_t>(s) * hc * hc);
   }
+  // The fused ops record what the ops they replace record, in their order, so a trace
+  // reads the same either way.
+  void record(OpTag<"hc_pre_norm">, const float* h, int s, int hc, int hidden, const HcParams& p, double eps,
+              double hc_eps, int iters, const TensorView& norm, float* y, float* post, float* comb, float* x) {
+    record(OpTag<"hc_pre">{}, h, s, hc, hidden, p, eps, hc_eps, iters, y, post, comb);
+    record(OpTag<"rmsnorm">{}, y, norm, s, hidden, eps, x);
+  }
   void record(OpTag<"hc_post">, const float*, const float*, const float*, const float*, int s,
               int hc, int hidden, float* out) {
     rec("hc_post", out, static_cast<size_t>(s) * hc * hidden);
@@ -120,6 +127,12 @@ class TracingOps final : public OpDecorator<TracingOps> {
     reci("attention index", idx, static_cast<size_t>(rows) * width);
     rec(std::string(O::name), o, static_cast<size_t>(rows) * heads * dim);
   }
+  void record(OpTag<"sink_attention_rope_dev">, const float* q, int rows, int heads, int dim, const float* kv,
+              const int32_t* idx, int width, const TensorView& sink, float scale, const RopeTable& t,
+              const int32_t* positions, float* o) {
+    record(OpTag<"sink_attention">{}, q, rows, heads, dim, kv, idx, width, sink, scale, o);
+    record(OpTag<"rope_dev">{}, o, rows, heads, dim, t, positions, true);
+  }
   template <OneOf<OpTag<"route">, OpTag<"route_dev">, OpTag<"route_gemm">> O>
   void record(O, const BlockWeights&, const float*, int rows, const int32_t*, int, int, int k,
               float, int32_t* sel, float* wt) {
@@ -130,6 +143,12 @@ class TracingOps final : public OpDecorator<TracingOps> {
   void record(O, const BlockWeights& b, const float*, int rows, const int32_t*, const float*, int,
               float, const Numerics&, float* out) {
     rec(std::string(O::name), out, static_cast<size_t>(rows) * b.wq_a.in());
+  }
+  void record(OpTag<"moe_hc_post">, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
+              const float* wt, int k, float limit, const Numerics& num, float* out, const float* res,
+              const float* post, const float* comb, int hc, float* h) {
+    record(OpTag<"moe">{}, b, x, rows, sel, wt, k, limit, num, out);
+    record(OpTag<"hc_post">{}, out, res, post, comb, rows, hc, static_cast<int>(b.wq_a.in()), h);
   }
   // The device-step ops: the row they wrote, found from the step position.
   void record(OpTag<"finish_kv_at">, float* kv, const TensorView&, int dim, double, const RopeTable&,

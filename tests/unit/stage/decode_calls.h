@@ -94,7 +94,10 @@ inline void check_position_independent_decode(Ops& backend) {
   CHECK(count_op(first, "finish_kv_at") == 7);  // the window latent of every layer
   CHECK(count_op(first, "head_rms_rope_dev") == 7);  // q
   CHECK(count_op(first, "rope_hadamard_fp4_dev") == 3);  // the indexer q
-  for (const char* fused : {"head_rms", "kv_act_quant", "hadamard_fp4"})
+  CHECK(count_op(first, "hc_pre_norm") == 14);  // every layer's attention and ffn input
+  CHECK(count_op(first, "sink_attention_rope_dev") == 7);
+  CHECK(count_op(first, "moe_hc_post") == 7);
+  for (const char* fused : {"head_rms", "kv_act_quant", "hadamard_fp4", "hc_pre", "sink_attention", "moe"})
     CHECK_MESSAGE(count_op(first, fused) == 0, fused);
 
   for (int32_t p = 15; p <= 31; ++p) {
