@@ -20,7 +20,9 @@
 // dsv4-dev-gemv on an H200 (2026-12-01, session 4): the 33.6 MB matrices at 1 / 8 rows in
 // 12.9-13.4 / 25.3-25.5 us (the CUDA-core persistent kernel 15.4-16.2 / 87-99 us); a
 // cp.async ring in shared memory (S = 3..6 stages) was slower (22-25 us at 1 row), and so
-// was an integer f16 -> bf16 step (the conversions do not bound it).
+// was an integer f16 -> bf16 step (the conversions do not bound it). That ring copied each
+// lane's own 16-byte pieces (half a sector per copy, L2 only); gemv_tc_ring.cuh copies whole
+// row runs and shares them in the warp.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
