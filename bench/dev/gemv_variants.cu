@@ -9,6 +9,13 @@
 // tests/gpu/test_linear_twin.cpp, and the tensor-core ones row by row against the same row
 // alone (R-I3). FMA are the CUDA-core kernels (the chunk kernel NO2 U2 and the persistent
 // kernel at the R / NO of launch_gemv_persist_rows), for comparison.
+// The ring variants (gemv_tc_ring.cuh: the shipped splits and arithmetic, the weights
+// streamed through a per-warp cp.async ring in shared memory, S - 1 items in flight per
+// warp) must be bitwise equal to TC: 1-4 "ring S B" (S stages, B blocks per SM at
+// launch_bounds: 4 = fewer registers, more warps), 5-7 "ringX S B" (x staged with the
+// weights: the 8 rows' x reads leave L1's 32 lines per load instruction), 8 "ring auto"
+// the launch by row count that linear.cuh would take (launch_gemv_tc_ring_auto).
+// Each line prints TB/s (weights + scales / time) and its fraction of the H200's 4.3 TB/s.
 // usage: dsv4-dev-gemv [reps]
 #include <cuda_runtime.h>
 
@@ -25,6 +32,7 @@
 #include "base/scalar_formats.h"
 #include "bench/dev/dev_bench.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cuda/gemv_tc_ring.cuh"
 #include "kernels/cuda/linear.cuh"
 
 namespace {
@@ -33,6 +41,7 @@ using namespace dsv4;
 
 constexpr int kMaxRows = 8;
 constexpr double kTolerance = 1e-5;  // rel_l2 and max_norm, as test_linear_twin.cpp
+constexpr double kPeakTBs = 4.3;     // H200 HBM3e peak, the floor's bandwidth
 
 struct Shape {
   const char* name;
@@ -74,9 +83,10 @@ class Bench {
     std::vector<float> ref(p_.ref.begin(), p_.ref.begin() + got.size());
     const dev::Closeness c = closeness(ref, got);
     const double mb = (p_.sh.groups * p_.sh.out * p_.sh.in * (1.0 + 1.0 / 16384)) / 1e6;
-    std::printf("%-10s [%6lld, %5lld] x%d rows %d %-9s %8.2f us %6.2f TB/s  cpu rel_l2 %.1e max_norm %.1e %s",
+    std::printf("%-10s [%6lld, %5lld] x%d rows %d %-11s %8.2f us %6.2f TB/s %4.2f of peak  cpu rel_l2 %.1e max_norm %.1e %s",
                 p_.sh.name, static_cast<long long>(p_.sh.out), static_cast<long long>(p_.sh.in), p_.sh.groups,
-                rows, variant, us, mb / us, c.rel_l2, c.max_norm, c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
+                rows, variant, us, mb / us, mb / us / kPeakTBs, c.rel_l2, c.max_norm,
+                c.within(kTolerance) ? "ok" : "OVER-TOLERANCE");
     if (checks == Checks::rows_shipped) {
       if (shipped_.empty()) shipped_ = got;
       else std::printf(" %s", same(shipped_, got) ? "=shipped" : "DIFFERS-FROM-SHIPPED");
@@ -213,6 +223,16 @@ auto tc(const Problem& p, int sms, cudaStream_t s, double split_scale = 1.0) {
   };
 }
 
+// The ring kernel (gemv_tc_ring.cuh) at S stages, x staged or not, B blocks per SM, the
+// shipped splits.
+template <int S, bool StageX, int B>
+auto ring(const Problem& p, int sms, cudaStream_t s) {
+  return [&p, sms, s](cuda::GemvArgs a) {
+    a.splits = tc_splits(p, sms);
+    cuda::launch_gemv_tc_ring<cuda::TcFp8Run, 1, S, StageX, B>(cuda::TcFp8Run{p.w}, a, p.sh.groups, sms, s);
+  };
+}
+
 }  // namespace
 
 int run_all(int argc, char** argv) {
@@ -241,6 +261,16 @@ int run_all(int argc, char** argv) {
       b.report("TCnoL1", rows, tc_shipped<TcFp8RunNoL1>(p, sms, s), Checks::rows_shipped);
       b.report("TC s/2", rows, tc<1, 2>(p, sms, s, 0.5), Checks::rows);
       b.report("TC s*2", rows, tc<1, 2>(p, sms, s, 2.0), Checks::rows);
+      b.report("1 ring3 B2", rows, ring<3, false, 2>(p, sms, s), Checks::rows_shipped);
+      b.report("2 ring4 B2", rows, ring<4, false, 2>(p, sms, s), Checks::rows_shipped);
+      b.report("3 ring6 B2", rows, ring<6, false, 2>(p, sms, s), Checks::rows_shipped);
+      b.report("4 ring3 B4", rows, ring<3, false, 4>(p, sms, s), Checks::rows_shipped);
+      b.report("5 ringX2 B2", rows, ring<2, true, 2>(p, sms, s), Checks::rows_shipped);
+      b.report("6 ringX3 B1", rows, ring<3, true, 1>(p, sms, s), Checks::rows_shipped);
+      b.report("7 ringX4 B2", rows, ring<4, true, 2>(p, sms, s), Checks::rows_shipped);
+      b.report("8 ring auto", rows, [&](cuda::GemvArgs a) {
+        cuda::launch_gemv_tc_ring_auto<cuda::TcFp8Run, 1>(cuda::TcFp8Run{p.w}, a, p.sh.groups, sms, s);
+      }, Checks::rows_shipped);
       b.report("FMA chunk", rows, [&](cuda::GemvArgs a) {
         fma_split(a);
         cuda::launch_gemv_chunks(c, a, groups, s);

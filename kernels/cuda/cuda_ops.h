@@ -20,6 +20,7 @@ namespace dsv4 {
 
 namespace cuda {
 enum class ExpertKernel;  // expert_kernel.h: the routed experts' kernel variant of moe
+enum class TcGemvKernel;  // gemv_kernel.h: the tensor-core GEMV of the FP8 linears
 struct GemvArgs;
 struct HcPost;
 struct GemmProblem;
@@ -107,6 +108,12 @@ class CudaOps final : public Ops {
   void linear_island(const TensorView& w, const float* x, int rows, float* y) override;
   void grouped_wo_a(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                     bool act_bf16, float* og) override;
+  // linear_fp8 / grouped_wo_a with the tensor-core shapes on `kernel` (the twin test of
+  // the ring against gemv_tc: cuda::linear_fp8_with, gemv_kernel.h).
+  void linear_fp8_on(cuda::TcGemvKernel kernel, const Fp8Linear& w, const float* x, int rows, bool act_bf16,
+                     float* y);
+  void grouped_wo_a_on(cuda::TcGemvKernel kernel, const Fp8Linear& wo_a, const float* o, int rows, int groups,
+                       bool act_bf16, float* og);
   // The prefill GEMMs (kernels/cuda/gemm_prefill.cu).
   void linear_fp8_gemm(const Fp8Linear& w, const float* x, int rows, bool act_bf16,
                        float* y) override;
@@ -272,16 +279,17 @@ class CudaOps final : public Ops {
   void route_device_ids(const BlockWeights& b, const float* x, int rows, const int32_t* ids, int hidden,
                         int n_experts, int k, float route_scale, bool gemm, int32_t* sel, float* wt);
 
-  // The GEMV family of linear.cuh: one problem (groups on grid.z), its fast path (false,
-  // nothing launched, when x's layout does not allow 128-bit loads), and the plain case
-  // y [rows, n_out] = x [rows, k_in] W^T.
+  // The GEMV family of linear.cuh: one problem (groups on grid.z; FP8 tensor-core shapes on
+  // `tc`, value-initialized: shipped), its fast path (false, nothing launched, when x's
+  // layout does not allow 128-bit loads), and the plain case y [rows, n_out] = x [rows,
+  // k_in] W^T.
   template <class W>
-  void gemv(const W& w, const cuda::GemvArgs& a, int groups);
+  void gemv(const W& w, const cuda::GemvArgs& a, int groups, cuda::TcGemvKernel tc = {});
   template <class C>
   bool gemv_chunks(const C& c, cuda::GemvArgs a, int groups);
   template <class W>
   void gemv_rows(const W& w, const float* x, int64_t k_in, bool act_bf16, float* y, int64_t n_out,
-                 int rows);
+                 int rows, cuda::TcGemvKernel tc = {});
 
   // The prefill GEMMs: the weight as bf16 in Slot::gemm_w (the FP8 codes x block scales
   // dequantized exactly, or an F32 weight's bf16-exact values; a BF16 weight is used in

@@ -20,7 +20,9 @@
 // dsv4-dev-gemv on an H200 (2026-12-01, session 4): the 33.6 MB matrices at 1 / 8 rows in
 // 12.9-13.4 / 25.3-25.5 us (the CUDA-core persistent kernel 15.4-16.2 / 87-99 us); a
 // cp.async ring in shared memory (S = 3..6 stages) was slower (22-25 us at 1 row), and so
-// was an integer f16 -> bf16 step (the conversions do not bound it).
+// was an integer f16 -> bf16 step (the conversions do not bound it). That ring copied each
+// lane's own 16-byte pieces (half a sector per copy, L2 only); gemv_tc_ring.cuh copies whole
+// row runs and shares them in the warp.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -106,19 +108,20 @@ struct TcLane {
 };
 
 // acc += the k-block kb of the lane's tile rows n0 + g (w0, acc[0..1]) and n0 + g + 8 (w1,
-// acc[2..3]): the 8 mma steps in order from zero, then times each row's block scale.
-template <class C, int P>
-__device__ inline void tc_block(const C& w, const GemvArgs& a, const TcLane& L, int64_t n0, int64_t kb,
-                                const uint4 (&w0)[C::kLoads], const uint4 (&w1)[C::kLoads], float (&acc)[4]) {
+// acc[2..3]): the 8 mma steps in order from zero, then times each row's block scale. x_at(s)
+// is the lane's x elements 4s .. 4s + 3 of its run (zero past the call's rows), from global
+// memory (tc_block) or a shared-memory copy (gemv_tc_ring.cuh): the same values either way.
+template <class C, int P, class XAt>
+__device__ inline void tc_block_x(const C& w, const GemvArgs& a, const TcLane& L, int64_t n0, int64_t kb,
+                                  const uint4 (&w0)[C::kLoads], const uint4 (&w1)[C::kLoads], XAt x_at,
+                                  float (&acc)[4]) {
   const int64_t n_lo = n0 + L.g, n_hi = n_lo + 8;
   const float s_lo = n_lo < a.n_out ? w.scale(L.wrow + n_lo, kb) : 0.0f;
   const float s_hi = n_hi < a.n_out ? w.scale(L.wrow + n_hi, kb) : 0.0f;
-  const float* x = L.x ? L.x + kb * kTcK : nullptr;
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int s = 0; s < kTcK / 16; ++s) {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (x) v = *reinterpret_cast<const float4*>(x + 4 * s);
+    const float4 v = x_at(s);
     uint32_t b0[P], b1[P];
     bf16x2_planes<P>(v.x, v.y, b0);
     bf16x2_planes<P>(v.z, v.w, b1);
@@ -133,6 +136,16 @@ __device__ inline void tc_block(const C& w, const GemvArgs& a, const TcLane& L, 
   acc[1] = fmaf(d[1], s_lo, acc[1]);
   acc[2] = fmaf(d[2], s_hi, acc[2]);
   acc[3] = fmaf(d[3], s_hi, acc[3]);
+}
+
+// tc_block_x with x read from global memory (x row r0 + g, L.x).
+template <class C, int P>
+__device__ inline void tc_block(const C& w, const GemvArgs& a, const TcLane& L, int64_t n0, int64_t kb,
+                                const uint4 (&w0)[C::kLoads], const uint4 (&w1)[C::kLoads], float (&acc)[4]) {
+  const float* x = L.x ? L.x + kb * kTcK : nullptr;
+  tc_block_x<C, P>(w, a, L, n0, kb, w0, w1, [x](int s) {
+    return x ? *reinterpret_cast<const float4*>(x + 4 * s) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }, acc);
 }
 
 // The end of a tile: split 0 adds the splits' sums in ascending order and stores y. acc[i]

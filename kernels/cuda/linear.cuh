@@ -2,8 +2,11 @@
 // accumulation), built to stream each weight once at the memory bandwidth (issue 12).
 //
 // FP8 weights of 8 MiB and more (wq_b, wo_a, wo_b, the shared expert, the indexer's wq_b)
-// take the tensor-core kernel (gemv_tc.cuh: 16 weight rows x up to 8 rows per mma tile, so
-// 1..8 rows cost about what one row costs); the rest take the CUDA-core path:
+// take the tensor-core arithmetic (gemv_tc.cuh: 16 weight rows x up to 8 rows per mma tile,
+// so 1..8 rows cost about what one row costs), streamed through the cp.async ring
+// (gemv_tc_ring.cuh, launch_gemv_tc_ring_auto: S - 1 k-block items in flight per warp in
+// shared memory instead of one in registers; bitwise gemv_tc's, which the twin test and
+// dsv4-dev-gemv check); the rest take the CUDA-core path:
 //
 // Fast path (weight rows of whole 16-byte chunks, x rows 16-byte aligned): a set of
 // `splits` warps computes NO adjacent outputs n for up to R rows at once. Virtual lane
@@ -31,7 +34,9 @@
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemv_args.cuh"
+#include "kernels/cuda/gemv_kernel.h"
 #include "kernels/cuda/gemv_tc.cuh"
+#include "kernels/cuda/gemv_tc_ring.cuh"
 #include "kernels/cuda/launch.cuh"
 
 #include <algorithm>
@@ -414,16 +419,25 @@ bool CudaOps::gemv_chunks(const C& c, cuda::GemvArgs a, int groups) {
   return true;
 }
 
+// The tensor-core GEMV `kernel` on an FP8 problem (P exact bf16 planes of x: 1 for bf16
+// activations, 3 for f32).
+template <int P>
+void launch_tc_gemv(cuda::TcGemvKernel kernel, const cuda::TcFp8Run& run, const cuda::GemvArgs& a, int groups,
+                    int sm_count, cudaStream_t stream) {
+  if (kernel == cuda::TcGemvKernel::tc) cuda::launch_gemv_tc_auto<cuda::TcFp8Run, P>(run, a, groups, sm_count, stream);
+  else cuda::launch_gemv_tc_ring_auto<cuda::TcFp8Run, P>(run, a, groups, sm_count, stream);
+}
+
 template <class W>
-void CudaOps::gemv(const W& w, const cuda::GemvArgs& a, int groups) {
+void CudaOps::gemv(const W& w, const cuda::GemvArgs& a, int groups, cuda::TcGemvKernel tc) {
   if (a.rows == 0 || a.n_out == 0 || groups == 0) return;
   activate();
   if constexpr (std::is_same_v<W, cuda::Fp8W>) {
     // Weights of 8 MiB and more on the tensor cores (a function of the shape: R-I3).
     if (cuda::tc_layout(w, a) && a.n_out * groups * a.k_in >= cuda::kTcMinBytes) {
       const cuda::TcFp8Run run{w};
-      if (a.act_bf16) cuda::launch_gemv_tc_auto<cuda::TcFp8Run, 1>(run, a, groups, sm_count_, stream_);
-      else cuda::launch_gemv_tc_auto<cuda::TcFp8Run, 3>(run, a, groups, sm_count_, stream_);
+      if (a.act_bf16) launch_tc_gemv<1>(tc, run, a, groups, sm_count_, stream_);
+      else launch_tc_gemv<3>(tc, run, a, groups, sm_count_, stream_);
       return;
     }
     cuda::Fp8Chunks c;
@@ -442,7 +456,7 @@ void CudaOps::gemv(const W& w, const cuda::GemvArgs& a, int groups) {
 // y [rows, n_out] = x [rows, k_in] W^T (one group, contiguous rows).
 template <class W>
 void CudaOps::gemv_rows(const W& w, const float* x, int64_t k_in, bool act_bf16, float* y,
-                        int64_t n_out, int rows) {
+                        int64_t n_out, int rows, cuda::TcGemvKernel tc) {
   cuda::GemvArgs a;
   a.x = x;
   a.x_stride = k_in;
@@ -452,7 +466,7 @@ void CudaOps::gemv_rows(const W& w, const float* x, int64_t k_in, bool act_bf16,
   a.n_out = n_out;
   a.rows = rows;
   a.act_bf16 = act_bf16;
-  gemv(w, a, 1);
+  gemv(w, a, 1, tc);
 }
 
 }  // namespace dsv4

@@ -1,6 +1,7 @@
 // CUDA vs CPU: L-bf16 / L-island linears and grouped wo_a (MODEL.md §3.3, §4.21), plus
 // the m-row twin law: a row of a T-row call equals the same row alone, bit for bit
 // (SPECDECODE.md §6.3).
+#include "kernels/cuda/gemv_kernel.h"
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
@@ -103,10 +104,11 @@ TEST_CASE("linear_fp8 and grouped_wo_a twins at Flash shapes: split warps, 1..9 
 }
 
 TEST_CASE("linear_fp8 twin on the tensor-core GEMV: 8 to 32 MiB weights at 2, 3, 5, 8 and 9 rows") {
-  // Weights of >= 8 MiB take the tensor-core kernel (gemv_tc.cuh): 16-row tiles, up to 8
-  // rows per tile; 8 warps per tile and 2 runs ahead (U2 B1) for the shared expert
+  // Weights of >= 8 MiB take the tensor-core arithmetic (gemv_tc.cuh, streamed by the
+  // cp.async ring of gemv_tc_ring.cuh): 16-row tiles, up to 8 rows per tile; 8 warps per
+  // tile for the shared expert
   // [2048, 4096] and [1000, 8448] (a partial tile, a partial 128-row scale block), 1 and 8
-  // warps per tile at U1 B2 for wq_b [32768, 1024] and wo_b [4096, 8192]. bf16 activations
+  // warps per tile for wq_b [32768, 1024] and wo_b [4096, 8192]. bf16 activations
   // (one bf16 plane) and f32 ones (three exact planes). Every row must equal its
   // single-row call bit for bit.
   Backends b;
@@ -130,6 +132,64 @@ TEST_CASE("linear_fp8 twin on the tensor-core GEMV: 8 to 32 MiB weights at 2, 3,
       }
     }
   }
+}
+
+TEST_CASE("tensor-core GEMV: the cp.async ring equals gemv_tc bit for bit, 1..9 rows, and the CPU") {
+  // The shipped ring (gemv_tc_ring.cuh) feeds gemv_tc's arithmetic (same splits, K order
+  // and combine) from shared memory, one launch per row count's stage choice (x from
+  // global memory at 1 row, staged with the weights at 2-8, S 4 / 3 / 2), so every row
+  // count must give gemv_tc's bits: the shared expert's w1 [2048, 4096] (gemv_tc at U2 B1),
+  // wq_b [32768, 1024] (1 warp per tile), wo_b [4096, 8192] (8), [1000, 8448] (a partial
+  // tile and a partial 128-row scale block, 66 k-blocks over 8 splits), and the Flash
+  // grouped wo_a (8 x [1024, 4096], 4 warps per tile); bf16 and f32 activations.
+  Backends b;
+  Rng rng(36);
+  Store store;
+  const int rows = 9;  // two row blocks of 8
+  using cuda::TcGemvKernel;
+  // For n = 1..9 rows (the first n of x): run(kernel, n, y) on the ring and on gemv_tc,
+  // bitwise equal, and equal to the first n rows of the 9-row ring call y9.
+  auto check = [&](const std::string& what, int64_t width, const PairF& y9, auto run) {
+    for (int n = 1; n <= rows; ++n) {
+      PairF ring = zeros(b, static_cast<size_t>(n) * width), tc = zeros(b, static_cast<size_t>(n) * width);
+      run(TcGemvKernel::shipped, n, ring[kGpu]);
+      run(TcGemvKernel::tc, n, tc[kGpu]);
+      const std::vector<float> got = get(b, ring, kGpu);
+      check_bitwise(cat(what, " ring vs gemv_tc, ", n, " rows"), get(b, tc, kGpu), got);
+      // A row of an n-row call equals the same row of the 9-row call (R-I3).
+      const std::vector<float> all = get(b, y9, kGpu);
+      check_bitwise(cat(what, " ", n, " rows vs 9 rows"), std::vector<float>(all.begin(), all.begin() + got.size()),
+                    got);
+    }
+  };
+  for (const auto& [out, in] :
+       {std::pair<int64_t, int64_t>{2048, 4096}, {32768, 1024}, {4096, 8192}, {1000, 8448}}) {
+    const Fp8Linear w = store.fp8("tc_ring", out, in, rng);
+    PairF x = put(b, rng.normals(rows * in));
+    for (bool act : {true, false}) {
+      const std::string what = cat("linear_fp8 [", out, ", ", in, "]", act ? " bf16" : " f32", " act");
+      PairF y = zeros(b, rows * out);
+      b.cpu->linear_fp8(w, x[kCpu], rows, act, y[kCpu]);
+      cuda::linear_fp8_with(*b.gpu, TcGemvKernel::shipped, w, x[kGpu], rows, act, y[kGpu]);
+      // Exact products on both, f32 sums in different orders over 1024-8448 terms: ~1e-6;
+      // bound 1e-5 (as the tensor-core case above).
+      check_close(what, get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
+      check(what, out, y, [&](TcGemvKernel k, int n, float* yp) {
+        cuda::linear_fp8_with(*b.gpu, k, w, x[kGpu], n, act, yp);
+      });
+    }
+  }
+  const int groups = 8, o_rank = 1024, cols = 4096;  // Flash wo_a
+  const Fp8Linear wo_a = store.fp8("wo_a", groups * o_rank, cols, rng);
+  PairF o = put(b, rng.normals(rows * groups * cols));
+  PairF og = zeros(b, rows * groups * o_rank);
+  b.cpu->grouped_wo_a(wo_a, o[kCpu], rows, groups, true, og[kCpu]);
+  cuda::grouped_wo_a_with(*b.gpu, TcGemvKernel::shipped, wo_a, o[kGpu], rows, groups, true, og[kGpu]);
+  // L-bf16 on both (f32, different order, 4096 terms): ~1e-6; bound 1e-5.
+  check_close("grouped_wo_a ring", get(b, og, kCpu), get(b, og, kGpu), 1e-5, 1e-5);
+  check("grouped_wo_a Flash", groups * o_rank, og, [&](TcGemvKernel k, int n, float* yp) {
+    cuda::grouped_wo_a_with(*b.gpu, k, wo_a, o[kGpu], n, groups, true, yp);
+  });
 }
 
 }  // namespace dsv4::twin
