@@ -131,6 +131,9 @@ void bench_layer_ops(Bench& b, Ops& ops, const ModelConfig& c, const BlockWeight
     std::vector<int32_t> pos(static_cast<size_t>(rows));
     for (int r = 0; r < rows; ++r) pos[static_cast<size_t>(r)] = 4000 + r;
     b.time(tag + "rope q", rows, 0, [&] { ops.rope(q.data(), rows, nh, D, rope, pos.data(), false); });
+    IBuf dpos = b.ints(pos);
+    b.time(tag + "head_rms_rope q", rows, 0,
+           [&] { ops.head_rms_rope_dev(q.data(), rows, nh, D, c.rms_norm_eps, rope, dpos.data()); });
     // Sink attention over window + top-k entries of a 4096-row kv cache (D12).
     const int width = c.sliding_window + c.index_topk, n_kv = 4096;
     FBuf kv = b.random(static_cast<size_t>(n_kv) * D, 0.3f), o = ops.alloc(static_cast<size_t>(rows) * nh * D);

@@ -8,6 +8,10 @@
 // products in two orders: ~1e-14), y within the twin test's 1e-6. The whole op at the
 // model's shapes: dsv4-bench-ops --rows 1024 (hc_pre, its split on the side stream).
 // GFLOP/s counts the mix's multiply-adds (2 x 25 x 16,384 a row); GB/s h's bytes once.
+// hc_post (§4.5) from 64 rows: hc_rows.cu's kernel (cuda::hc_post_rows, what CudaOps::hc_post
+// runs there) timed and compared bit for bit with cpu_hc_post (the shipped kernel's bits:
+// both are the CPU's f32 operations; the shipped one's time: dsv4-bench-ops hc_post); GB/s
+// counts x, res and out once (the floor: 144 MB at 1,024 rows, ~33 us at 4.3 TB/s).
 // usage: dsv4-dev-hc [reps]
 #include <cuda_runtime.h>
 
@@ -135,6 +139,28 @@ void report(const char* name, const Problem& p, const Run& r, const Check& c) {
               c.y.max_norm, c.y.within(kYBound) ? "ok" : "OVER-TOLERANCE");
 }
 
+// hc_post_rows on p's rows (res = h, x and post / comb seeded), against cpu_hc_post.
+bool run_post(const Problem& p, int reps, cudaStream_t s, std::mt19937& gen) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(p.rows) * kHidden), post(p.rows * kHc), comb(p.rows * kHc * kHc);
+  for (auto* v : {&x, &post, &comb})
+    for (float& e : *v) e = normal(gen);
+  float *d_x = device_copy(x), *d_post = device_copy(post), *d_comb = device_copy(comb);
+  const size_t n_out = static_cast<size_t>(p.rows) * kWidth;
+  float* d_out = device_alloc<float>(n_out);
+  const float us = dev::time_launches(
+      [&] { cuda::hc_post_rows(d_x, p.d_h, d_post, d_comb, p.rows, kHc, kHidden, d_out, s); }, reps, s);
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(s));
+  const std::vector<float> got = download(d_out, n_out);
+  std::vector<float> ref(n_out);
+  cpu_hc_post(x.data(), p.h.data(), post.data(), comb.data(), p.rows, kHc, kHidden, ref.data());
+  const bool bits = same_bits(ref, got);
+  std::printf("rows %5d post    %9.1f us %6.0f GB/s  %s\n", p.rows, us, 4.0 * (2 * n_out + x.size()) / (us * 1e3),
+              bits ? "bits=cpu" : "BITS-DIFFER-FROM-CPU");
+  for (float* d : {d_x, d_post, d_comb, d_out}) DSV4_CUDA_CHECK(cudaFree(d));
+  return bits;
+}
+
 }  // namespace
 
 int run_all(int argc, char** argv) {
@@ -157,6 +183,7 @@ int run_all(int argc, char** argv) {
                 shipped.collapse_us / tiled.collapse_us, bits ? "bits=shipped" : "BITS-DIFFER-FROM-SHIPPED");
     all_ok = all_ok && bits && ct.mix <= kMixBound && ct.y.within(kYBound) && cs.mix <= kMixBound &&
              cs.y.within(kYBound);
+    if (rows >= 64) all_ok = run_post(p, reps, s, gen) && all_ok;
   }
   DSV4_CUDA_CHECK(cudaStreamDestroy(s));
   std::printf("%s\n", all_ok ? "all ok" : "FAILED");

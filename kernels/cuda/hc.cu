@@ -452,6 +452,7 @@ void CudaOps::hc_post(const float* x, const float* res, const float* post, const
   if (static_cast<int64_t>(s) * hidden == 0) return;
   activate();
   join_split();  // post and comb
+  if (s >= kHcRowTiledFrom) return cuda::hc_post_rows(x, res, post, comb, s, hc, hidden, out, stream_);  // same bits
   const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), cuda::grid_rows(s));
   cuda::launch(hc_post_kernel, grid, kThreads, 0, stream_, x, cuda::HcPost{res, post, comb, hc, out}, int64_t{s},
                hidden);

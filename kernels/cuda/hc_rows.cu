@@ -14,10 +14,12 @@
 // Collapse: one 256-thread block per row (not four 1024-thread blocks each combining the
 // same five mixes).
 #include <algorithm>
+#include <cstdint>
 
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/hc_device.cuh"
+#include "kernels/cuda/hc_rows.cuh"
 
 namespace dsv4::cuda::hc {
 
@@ -171,9 +173,38 @@ hc_mix_rows_kernel(const float* h, int64_t rows, int64_t width, DenseW fn, int m
 
 constexpr int kCollapseThreads = 256;
 
+// kVec consecutive floats, loaded / stored as one access (kVec 4: 16-byte aligned).
+template <int kVec>
+struct Floats {
+  float v[kVec];
+};
+template <int kVec>
+__device__ inline Floats<kVec> load_floats(const float* p) {
+  Floats<kVec> f;
+  if constexpr (kVec == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    f.v[0] = q.x, f.v[1] = q.y, f.v[2] = q.z, f.v[3] = q.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) f.v[i] = p[i];
+  }
+  return f;
+}
+template <int kVec>
+__device__ inline void store_floats(float* p, const Floats<kVec>& f) {
+  if constexpr (kVec == 4) {
+    *reinterpret_cast<float4*>(p) = make_float4(f.v[0], f.v[1], f.v[2], f.v[3]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) p[i] = f.v[i];
+  }
+}
+
 // One row per block (rows strided over the grid): warps 0..hc combine the row's pre mixes
 // and sum of squares (mix_sum, as the shipped hc_apply_kernel), then every thread takes
-// columns d = threadIdx.x + 256 i.
+// the kVec columns from d = kVec (threadIdx.x + 256 i): each y element collapse_sum's, so
+// kVec only changes the width of the accesses (issue 13: 16-byte ones when hidden % 4 == 0).
+template <int kVec>
 __global__ void __launch_bounds__(kCollapseThreads)
 hc_collapse_rows_kernel(const float* h, const double* part, int64_t slices, int64_t rows, int hc, int hidden,
                         int m, double norm_eps, SplitArgs a, float* y) {
@@ -191,12 +222,60 @@ hc_collapse_rows_kernel(const float* h, const double* part, int64_t slices, int6
     if (threadIdx.x < hc) pre[threadIdx.x] = collapse_pre(raw, mix_rs(raw, m, hc, hidden, norm_eps), threadIdx.x, a);
     __syncthreads();
     const float* ht = h + t * hc * hidden;
-#pragma unroll 4
-    for (int d = threadIdx.x; d < hidden; d += blockDim.x) {
-      float x[kMaxHc];
+#pragma unroll 1  // hc's kVec-wide loads in flight a thread; more cost occupancy (kMaxHc of them)
+    for (int d = threadIdx.x * kVec; d < hidden; d += blockDim.x * kVec) {
+      Floats<kVec> x[kMaxHc], out;
 #pragma unroll
-      for (int c = 0; c < kMaxHc; ++c) x[c] = c < hc ? ht[int64_t{c} * hidden + d] : 0.0f;
-      y[t * hidden + d] = collapse_sum(pre, x, hc);
+      for (int c = 0; c < kMaxHc; ++c)
+        if (c < hc) x[c] = load_floats<kVec>(ht + int64_t{c} * hidden + d);
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        float xc[kMaxHc];
+#pragma unroll
+        for (int c = 0; c < kMaxHc; ++c) xc[c] = c < hc ? x[c].v[i] : 0.0f;
+        out.v[i] = collapse_sum(pre, xc, hc);
+      }
+      store_floats<kVec>(y + t * hidden + d, out);
+    }
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+constexpr int kPostThreads = 256;
+
+// §4.5 for a prefill's rows: out[t,k,d] = post[t,k] x[t,d] + sum_j comb[t,j,k] res[t,j,d],
+// j ascending, each element with hc.cu's hc_post_kernel's (the CPU's) operations; thread
+// (columns d .. d + kVec, row t) of grid (column blocks, rows) makes the accesses kVec wide
+// (issue 13: 16-byte ones; the shipped one-column threads ran at ~60% of the bytes' floor).
+template <int kVec>
+__global__ void __launch_bounds__(kPostThreads, 4)  // <= 64 registers: 4 blocks an SM
+hc_post_rows_kernel(const float* x, const float* res, const float* post, const float* comb, int64_t rows, int hc,
+                    int hidden, float* out) {
+  const int d = (blockIdx.x * kPostThreads + threadIdx.x) * kVec;
+  if (d >= hidden) return;
+  for (int64_t t = blockIdx.y; t < rows; t += gridDim.y) {
+    const float* ct = comb + t * hc * hc;  // comb[t, j, k] at ct[j * hc + k]
+    Floats<kVec> r[kMaxHc];
+#pragma unroll
+    for (int j = 0; j < kMaxHc; ++j)
+      if (j < hc) r[j] = load_floats<kVec>(res + (t * hc + j) * hidden + d);
+    const Floats<kVec> xv = load_floats<kVec>(x + t * hidden + d);
+#pragma unroll
+    for (int k = 0; k < kMaxHc; ++k) {
+      if (k >= hc) break;
+      const float pk = post[t * hc + k];
+      Floats<kVec> acc;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc.v[i] = pk * xv.v[i];
+#pragma unroll
+      for (int j = 0; j < kMaxHc; ++j)
+        if (j < hc) {
+          const float cjk = ct[j * hc + k];
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) acc.v[i] += cjk * r[j].v[i];
+        }
+      store_floats<kVec>(out + (t * hc + k) * hidden + d, acc);
     }
   }
 }
@@ -217,9 +296,29 @@ void launch_mix_rows(cudaStream_t stream, const float* h, int64_t rows, int64_t 
 void launch_collapse_rows(cudaStream_t stream, const float* h, const double* part, int64_t rows, int hc,
                           int hidden, int m, double norm_eps, const SplitArgs& a, float* y) {
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
-  hc_collapse_rows_kernel<<<blocks, kCollapseThreads, 0, stream>>>(h, part, slices_of(int64_t{hc} * hidden), rows,
-                                                                    hc, hidden, m, norm_eps, a, y);
+  const int64_t slices = slices_of(int64_t{hc} * hidden);
+  if (hidden % 4 == 0 && aligned16(h) && aligned16(y))
+    hc_collapse_rows_kernel<4><<<blocks, kCollapseThreads, 0, stream>>>(h, part, slices, rows, hc, hidden, m,
+                                                                         norm_eps, a, y);
+  else
+    hc_collapse_rows_kernel<1><<<blocks, kCollapseThreads, 0, stream>>>(h, part, slices, rows, hc, hidden, m,
+                                                                         norm_eps, a, y);
   DSV4_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace dsv4::cuda::hc
+
+void dsv4::cuda::hc_post_rows(const float* x, const float* res, const float* post, const float* comb, int64_t rows,
+                              int hc, int hidden, float* out, cudaStream_t stream) {
+  using namespace hc;
+  DSV4_CHECK(hc >= 1 && hc <= kMaxHc, "hc_post rows: hc=", hc);
+  if (rows * hidden == 0) return;
+  const bool wide = hidden % 4 == 0 && aligned16(x) && aligned16(res) && aligned16(out);
+  const int vec = wide ? 4 : 1;
+  const dim3 grid(static_cast<unsigned>((hidden + kPostThreads * vec - 1) / (kPostThreads * vec)), grid_rows(rows));
+  if (wide)
+    hc_post_rows_kernel<4><<<grid, kPostThreads, 0, stream>>>(x, res, post, comb, rows, hc, hidden, out);
+  else
+    hc_post_rows_kernel<1><<<grid, kPostThreads, 0, stream>>>(x, res, post, comb, rows, hc, hidden, out);
+  DSV4_CUDA_LAUNCH_CHECK();
+}

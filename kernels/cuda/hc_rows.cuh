@@ -28,4 +28,10 @@ void hc_collapse(HcKernels kernels, const float* h, const double* part, int64_t 
                  int m, double norm_eps, const void* scale, const void* base, bool bf16, double hc_eps,
                  float* y, cudaStream_t stream);
 
+// out [rows, hc, hidden] = hc_post's (§4.5) by the row-tiled kernel (16-byte accesses where
+// hidden % 4 == 0 and x, res, out are 16-byte aligned): the shipped kernel's bits, which
+// CudaOps::hc_post runs below kHcRowTiledFrom rows.
+void hc_post_rows(const float* x, const float* res, const float* post, const float* comb, int64_t rows, int hc,
+                  int hidden, float* out, cudaStream_t stream);
+
 }  // namespace dsv4::cuda

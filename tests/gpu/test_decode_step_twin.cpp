@@ -80,6 +80,30 @@ TEST_CASE("head_rms_rope_dev / rope_hadamard_fp4_dev twin: two ops as one, bit f
   }
 }
 
+// A prefill's q (issue 13): head_rms_rope_dev at many vectors runs the register-resident
+// kernel four vectors a block (rope.cu); still the chain's bits, and the CPU's within
+// head_rms's bound. 80 rows x 64 heads, and 1,001 x 5 (a last block of one vector).
+TEST_CASE("head_rms_rope_dev twin at a prefill's rows: the op chain's bits") {
+  Backends b;
+  Rng rng(94);
+  const RopeTable table = make_rope_table(10000.0, 64, 70000, nullptr);
+  const int dim = 512;
+  for (auto [rows, heads] : {std::pair{80, 64}, std::pair{1001, 5}}) {
+    INFO("rows " << rows << " heads " << heads);
+    std::vector<int32_t> p(static_cast<size_t>(rows));
+    for (auto& x : p) x = rng.uniform_int(0, 69999);
+    PairI pos = put_i32(b, p);
+    const std::vector<float> v0 = rng.normals(static_cast<size_t>(rows) * heads * dim, 2.0f);
+    PairF fused = put(b, v0), chain = put(b, v0);
+    b.gpu->head_rms(chain[kGpu], rows * heads, dim, 1e-6);
+    b.gpu->rope_dev(chain[kGpu], rows, heads, dim, table, pos[kGpu], false);
+    for (int s : {kCpu, kGpu}) b.at(s).head_rms_rope_dev(fused[s], rows, heads, dim, 1e-6, table, pos[s]);
+    const std::vector<float> got = get(b, fused, kGpu);
+    check_bitwise("fused vs the op chain (cuda)", get(b, chain, kGpu), got);
+    check_close("fused twin", get(b, fused, kCpu), got, 1e-6, 1e-6);  // head_rms's bound
+  }
+}
+
 TEST_CASE("route_dev twin: hash routing from device ids equals the host-id route") {
   constexpr int kHidden = 256, kExperts = 16, kK = 6, kRows = 5, kVocab = 32;
   Backends b;

@@ -122,9 +122,11 @@ TEST_CASE("hc_pre_norm twin: hc_pre then rmsnorm as one op, bit for bit; rows vs
 }
 
 // The small case, then Flash (hidden 4096) as a decode row, a verify round and a prefill's
-// 1,024 rows (issue 13: the many-row launch shape), rows vs single rows.
+// 1,024 rows (issue 13: from 64 rows CudaOps::hc_post runs hc_rows.cu's kernel, 16-byte
+// accesses), and 70 rows of hidden 102 (that kernel one column a thread), rows vs single
+// rows (the shipped kernel).
 TEST_CASE("hc_post twin: post x + comb^T res (bit-exact); rows vs single rows") {
-  constexpr Shape kPostShapes[] = {{kHidden, kRows}, {4096, 1}, {4096, 5}, {4096, 1024}};
+  constexpr Shape kPostShapes[] = {{kHidden, kRows}, {4096, 1}, {4096, 5}, {4096, 1024}, {102, 70}};
   for (const Shape& sh : kPostShapes) {
     Backends b;
     Rng rng(22);
@@ -208,11 +210,11 @@ struct RowsCase {
 // (odd counts: partial 64-row tiles; 300: several tiles a slice), and every row alone
 // equal its row of the multi-row call. Cases: Flash's hc 4 x 4096 (fn [24, 16384], one
 // grid.z block of 24 mixes), a width that is no multiple of the 128-column slice (hidden
-// 100: the last slice is 16 columns plus zeros), and hc 8 (m = 80: four grid.z blocks,
-// the last one 8 mixes). y also against the CPU at hc_pre's bound (1e-6, reasons above).
+// 100: the last slice is 16 columns plus zeros), hc 8 (m = 80: four grid.z blocks, the
+// last one 8 mixes), and hidden 102 (the collapse one column a thread, not four). y also against the CPU at hc_pre's bound (1e-6, reasons above).
 TEST_CASE("hc row-tiled kernels: mix partials and y bit for bit the shipped ones; y vs the CPU") {
   constexpr RowsCase kCases[] = {{4, 4096, 1},  {4, 4096, 3}, {4, 4096, 37},
-                                 {4, 4096, 300}, {4, 100, 37}, {8, 512, 37}};
+                                 {4, 4096, 300}, {4, 100, 37}, {8, 512, 37}, {4, 102, 37}};
   for (const RowsCase& c : kCases) {
     Backends b;
     Rng rng(25);
