@@ -15,7 +15,7 @@ bool prefill_attention_supports(int dim);
 
 // The kernel variant CudaOps::sink_attention_gemm runs (attention_prefill.cu's header:
 // 1 = exp and eager max, 2 = exp2, lazy max, the refill after the softmax barrier).
-constexpr int kPrefillAttentionShipped = 1;
+constexpr int kPrefillAttentionShipped = 2;
 
 // o [rows, heads, dim] = sink attention of q [rows, heads, dim] over kv rows kv[idx[t, k]]
 // (idx [rows, width], -1 entries inert), sink [heads] in device memory, on `stream`.
