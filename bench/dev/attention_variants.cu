@@ -1,8 +1,7 @@
 // dsv4-dev-attention: sparse sink attention (MODEL.md §4.20 with D12) for a prefill's rows
 // at the Flash shapes (64 heads x 512 dims) on 64, 1024 and 2048 rows, llm.c dev/cuda
 // style. "decode" is the shipped kernel (CudaOps::sink_attention: split-KV f32 chains on
-// CUDA cores), "tc" the tensor-core prefill kernel (kernels/cuda/attention_prefill.cu),
-// "tc2" its variant 2 (exp2, lazy max, refill after the softmax barrier; also against tc).
+// CUDA cores), "tc" the tensor-core prefill kernel (kernels/cuda/attention_prefill.cu).
 // Index patterns: "full" (width 640,
 // every entry valid: window 128 + top-k 512) and "prefill" (a ratio-4 layer's prefill of
 // `rows` tokens, §4.15 + §4.18: row t sees positions max(0, t-127)..t and compressed blocks
@@ -143,29 +142,20 @@ class Bench {
     report("decode", us, decode_out_, kDecodeTolerance);
     std::printf("\n");
   }
-  // The prefill kernel's `variant`: vs the CPU, decode (and variant 1), rows alone.
-  void tc(int variant) {
-    auto launch = [&] { tc_launch(variant, p_.d_q, p_.rows, p_.d_idx, p_.d_o); };
+  void tc() {
+    auto launch = [&] { tc_launch(p_.d_q, p_.rows, p_.d_idx, p_.d_o); };
     const double us = time_us(launch, [] { DSV4_CUDA_CHECK(cudaStreamSynchronize(nullptr)); }, reps_);
     const std::vector<float> out = download(p_.d_o, p_.o_size());
-    report(variant == 1 ? "tc" : "tc2", us, out, kTcTolerance);
-    compare("decode", decode_out_, out);
-    if (variant == 1)
-      tc1_out_ = out;
-    else
-      compare("tc", tc1_out_, out);
-    std::printf(" %s\n", sampled_rows_alone_match(variant, out) ? "rows=single" : "ROWS-DIFFER-FROM-SINGLE");
+    report("tc", us, out, kTcTolerance);
+    const Closeness d = closeness(decode_out_.data(), out.data(), out.size());
+    std::printf("  vs decode rel_l2 %.1e max_norm %.1e %s", d.rel_l2, d.max_norm,
+                d.within(kTcTolerance) ? "ok" : "OVER-TOLERANCE");
+    std::printf(" %s\n", sampled_rows_alone_match(out) ? "rows=single" : "ROWS-DIFFER-FROM-SINGLE");
   }
 
  private:
-  void tc_launch(int variant, const float* q, int rows, const int32_t* idx, float* o) {
-    cuda::sink_attention_prefill(q, rows, kHeads, kDim, p_.d_kv, idx, p_.width, p_.d_sink, false, scale(), o, nullptr,
-                                 variant);
-  }
-  static void compare(const char* what, const std::vector<float>& ref, const std::vector<float>& out) {
-    const Closeness d = closeness(ref.data(), out.data(), out.size());
-    std::printf("  vs %s rel_l2 %.1e max_norm %.1e %s", what, d.rel_l2, d.max_norm,
-                d.within(kTcTolerance) ? "ok" : "OVER-TOLERANCE");
+  void tc_launch(const float* q, int rows, const int32_t* idx, float* o) {
+    cuda::sink_attention_prefill(q, rows, kHeads, kDim, p_.d_kv, idx, p_.width, p_.d_sink, false, scale(), o, nullptr);
   }
   void report(const char* kernel, double us, const std::vector<float>& out, double bound) const {
     const size_t row_o = static_cast<size_t>(kHeads) * kDim;
@@ -179,13 +169,13 @@ class Bench {
                 c.within(bound) ? "ok" : "OVER-TOLERANCE");
   }
   // Each sampled row launched alone into a scratch row, compared bit for bit.
-  bool sampled_rows_alone_match(int variant, const std::vector<float>& all) {
+  bool sampled_rows_alone_match(const std::vector<float>& all) {
     const size_t row_o = static_cast<size_t>(kHeads) * kDim;
     float* one = nullptr;
     DSV4_CUDA_CHECK(cudaMalloc(&one, row_o * sizeof(float)));
     bool ok = true;
     for (int t : sampled_) {
-      tc_launch(variant, p_.d_q + t * row_o, 1, p_.d_idx + int64_t{t} * p_.width, one);
+      tc_launch(p_.d_q + t * row_o, 1, p_.d_idx + int64_t{t} * p_.width, one);
       const std::vector<float> got = download(one, row_o);
       ok = ok && std::memcmp(got.data(), all.data() + t * row_o, row_o * sizeof(float)) == 0;
     }
@@ -197,7 +187,7 @@ class Bench {
   int reps_;
   TensorView sink_;
   std::vector<int> sampled_;
-  std::vector<float> ref_, decode_out_, tc1_out_;
+  std::vector<float> ref_, decode_out_;
 };
 
 }  // namespace
@@ -211,8 +201,7 @@ int run_all(int argc, char** argv) {
       Problem p = make_problem(pattern, rows, gen);
       Bench b(p, reps);
       b.decode(*ops);
-      b.tc(1);
-      b.tc(2);
+      b.tc();
       free_problem(p);
     }
   return 0;

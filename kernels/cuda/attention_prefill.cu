@@ -23,16 +23,6 @@
 // sink in the max (D12) and the denominator as the CPU reference: l = sum_k e^(l_k - m)
 // rescaled tile by tile, plus e^(sink - m) at the end.
 //
-// Variant 2 (kVariant = 2; the dev bench times both): the softmax in the log2 domain
-// (logits and sink times log2 e, exp2f: one MUFU op instead of expf's range reduction); a
-// lazy running max (a head's m moves only when a tile's max passes it by more than
-// kLazyMax = 8, so e <= 2^8 and alpha is exactly 1 almost always; a warp skips the O
-// rescale when all its alphas are 1 — x * 1 = x, so the skip changes no bit); and the
-// refill of a stage slot issued after the second barrier, into the slot QK^T read a tile
-// earlier, so the softmax between the barriers no longer carries the index reads and
-// cp.async issue. Same planes, products and tile order; o differs from variant 1 by the
-// exp rounding and the max's offset (well inside the twin tolerance).
-//
 // Row independence (SPECDECODE.md §6.3 R-I3 holds too, though prefill only needs law 2):
 // a row's tiles, their order and every reduction order depend on its index row and the
 // width alone, never on the row count or the other rows.
@@ -65,8 +55,6 @@ constexpr int kRowPad = 8;     // floats after each staged kv row: the slice loa
 constexpr int kPartLd = 24;    // floats per head row of a logit partial (16 + 8: no conflicts)
 constexpr int kPLd = 24;       // bf16 per head row of a P plane (16 + 8: no conflicts)
 constexpr int kQuad = 8;       // lanes per head in the softmax: entries 2j, 2j + 1 for lane j
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLazyMax = 8.0f;  // variant 2: log2 units the running max may lag the true one
 
 static_assert(kKeys == 16 && kSlice % 16 == 0, "the fragment maps below assume k16 tiles");
 
@@ -173,8 +161,6 @@ __device__ inline void index_tiles(const Smem& s, const int32_t* row, int width)
 // warp order); the group's max by a fixed butterfly; P's planes; alpha; and the lane's own
 // share of l, l_j = l_j alpha + e_2j + e_2j+1 (the shares are added in lane order at the
 // end, so no sum is in this step's critical path).
-// Variant 2: scale and the logits are in log2 units, m moves only past m + kLazyMax.
-template <int kVariant>
 __device__ inline void softmax_tile(const Smem& s, uint32_t mask, float scale) {
   const int warps = blockDim.x / kWarp;
   const int j = threadIdx.x % kQuad;
@@ -192,18 +178,9 @@ __device__ inline void softmax_tile(const Smem& s, uint32_t mask, float scale) {
     float& m = s.run_max[h * kQuad + j];
     float& l = s.run_sum[h * kQuad + j];
     const float m_old = m;
-    float m_new, e0, e1, alpha;  // m_new finite: the tile has a valid entry
-    if constexpr (kVariant == 2) {
-      m_new = tile_max > m_old + kLazyMax ? tile_max : m_old;
-      e0 = v0 ? exp2f(l0 - m_new) : 0.0f;
-      e1 = v1 ? exp2f(l1 - m_new) : 0.0f;
-      alpha = exp2f(m_old - m_new);  // exactly 1 while m stays
-    } else {
-      m_new = fmaxf(m_old, tile_max);
-      e0 = v0 ? expf(l0 - m_new) : 0.0f;
-      e1 = v1 ? expf(l1 - m_new) : 0.0f;
-      alpha = expf(m_old - m_new);
-    }
+    const float m_new = fmaxf(m_old, tile_max);  // finite: the tile has a valid entry
+    const float e0 = v0 ? expf(l0 - m_new) : 0.0f, e1 = v1 ? expf(l1 - m_new) : 0.0f;
+    const float alpha = expf(m_old - m_new);
     m = m_new;
     l = l * alpha + (e0 + e1);
     if (j == 0) s.alpha[h] = alpha;
@@ -234,7 +211,6 @@ __device__ inline void mma_planes(float (&d)[4], const uint32_t (&a)[2][4], cons
 }
 
 // Grid: x = head group, y = rows (looping past 65535). Block: dim / 64 warps.
-template <int kVariant>
 __global__ void __launch_bounds__(kMaxWarps * kWarp, 1)
 sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, const float* __restrict__ kv,
                     const int32_t* __restrict__ idx, int width, DenseW sink, float scale, bool vec,
@@ -248,14 +224,11 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
   const int g = lane / 4, tq = lane % 4;  // the mma fragment coordinates (mma_bf16.cuh)
   const int h0 = blockIdx.x * kHeadTile;
   const int d0 = warp * kSlice;
-  constexpr bool kV2 = kVariant == 2;
-  constexpr int kAhead = kV2 ? kStages - 1 : kStages;  // tiles issued before tile 0 is read
-  const float logit_scale = kV2 ? scale * kLog2e : scale;
   for (int t = blockIdx.y; t < rows; t += gridDim.y) {
     __syncthreads();  // the previous row's readers of the shared state are done
     for (int i = threadIdx.x; i < kHeadTile * kQuad; i += blockDim.x) {
       const int h = h0 + i / kQuad;
-      const float sk = h < heads ? (kV2 ? sink.at(h) * kLog2e : sink.at(h)) : 0.0f;
+      const float sk = h < heads ? sink.at(h) : 0.0f;
       if (i % kQuad == 0) s.sink[i / kQuad] = sk;
       s.run_max[i] = sk;  // D12: the sink takes part in the max
       s.run_sum[i] = 0.0f;
@@ -274,7 +247,7 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
     index_tiles(s, idx + static_cast<int64_t>(t) * width, width);
     const int tiles = (width + kKeys - 1) / kKeys;
     const int n = s.list[tiles];
-    for (int i = 0; i < kAhead; ++i) issue_tile(s, ld, i, n, kv, dim, vec);
+    for (int i = 0; i < kStages; ++i) issue_tile(s, ld, i, n, kv, dim, vec);
     uint32_t qf[kMTiles][kSteps][2][4];  // qf[mi][st][plane]: an A operand (a0..a3, mma_bf16.cuh)
     each_q_register([&](int mi, int st, int r) {
       uint32_t planes[2];
@@ -282,7 +255,7 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
       qf[mi][st][0][r] = planes[0];
       qf[mi][st][1][r] = planes[1];
     });
-    __pipeline_wait_prior(kAhead - 1);  // tile 0
+    __pipeline_wait_prior(kStages - 1);  // tile 0
     __syncthreads();
 
     float acc[kMTiles][kDimTiles][4];  // O of heads h0 + 16 mi + {g, g + 8}, dims d0 + 8 nd + 2tq (+1)
@@ -329,33 +302,22 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
               make_float2(part[mi][j][2], part[mi][j][3]);
         }
       __syncthreads();  // partials complete; every warp has read its slice of slot i % kStages
-      softmax_tile<kVariant>(s, mask, logit_scale);
-      if constexpr (!kV2) issue_tile(s, ld, i + kStages, n, kv, dim, vec);  // into that slot
-      // Tile i + 1 (this thread's copies); younger groups may stay in flight: tiles up to
-      // i + kStages (variant 1, issued just above) or i + kStages - 2 (variant 2).
-      __pipeline_wait_prior(kV2 ? kStages - 3 : kStages - 1);
+      softmax_tile(s, mask, scale);
+      issue_tile(s, ld, i + kStages, n, kv, dim, vec);  // into that slot
+      __pipeline_wait_prior(kStages - 1);  // tile i + 1 (this thread's copies)
       __syncthreads();  // P, alpha published; tile i + 1 visible
-      // Variant 2: into tile i - 1's slot, read by every warp before this tile's first barrier.
-      if constexpr (kV2) issue_tile(s, ld, i + kStages - 1, n, kv, dim, vec);
 
-      // O = alpha O + P V over this warp's dims (variant 2: no rescale while every alpha
-      // of the warp's heads is 1, the same bits).
-      float alpha[kMTiles][2];
-      bool ones = true;
+      // O = alpha O + P V over this warp's dims.
 #pragma unroll
-      for (int mi = 0; mi < kMTiles; ++mi)
+      for (int mi = 0; mi < kMTiles; ++mi) {
+        const float a0 = s.alpha[16 * mi + g], a1 = s.alpha[16 * mi + g + 8];
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          alpha[mi][half] = s.alpha[16 * mi + g + 8 * half];
-          ones = ones && alpha[mi][half] == 1.0f;
+        for (int nd = 0; nd < kDimTiles; ++nd) {
+          acc[mi][nd][0] *= a0;
+          acc[mi][nd][1] *= a0;
+          acc[mi][nd][2] *= a1;
+          acc[mi][nd][3] *= a1;
         }
-      if (!kV2 || !__all_sync(kFullMask, ones)) {
-#pragma unroll
-        for (int mi = 0; mi < kMTiles; ++mi)
-#pragma unroll
-          for (int nd = 0; nd < kDimTiles; ++nd)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) acc[mi][nd][r] *= alpha[mi][r / 2];
       }
       uint32_t pf[kMTiles][2][4];  // A operand: heads 16 mi + g (+8), entries 2tq (+1), 2tq + 8 (+1)
 #pragma unroll
@@ -389,8 +351,7 @@ sink_prefill_kernel(const float* __restrict__ q, int rows, int heads, int dim, c
         if (h >= heads) continue;
         float l = 0.0f;  // the softmax lanes' shares, in lane order
         for (int j = 0; j < kQuad; ++j) l += s.run_sum[hl * kQuad + j];
-        const float sink_m = s.sink[hl] - s.run_max[hl * kQuad];
-        const float den = l + (kV2 ? exp2f(sink_m) : expf(sink_m));
+        const float den = l + expf(s.sink[hl] - s.run_max[hl * kQuad]);
         float* out = o + (static_cast<int64_t>(t) * heads + h) * dim + d0 + 2 * tq;
 #pragma unroll
         for (int nd = 0; nd < kDimTiles; ++nd)
@@ -406,9 +367,7 @@ bool prefill_attention_supports(int dim) { return dim > 0 && dim % kSlice == 0 &
 
 void sink_attention_prefill(const float* q, int rows, int heads, int dim, const float* kv,
                             const int32_t* idx, int width, const void* sink, bool sink_bf16,
-                            float scale, float* o, cudaStream_t stream, int variant) {
-  if (variant != 1 && variant != 2)
-    throw Error(cat("sink_attention (prefill kernel): variant ", variant, " is not 1 or 2"));
+                            float scale, float* o, cudaStream_t stream) {
   if (!prefill_attention_supports(dim))
     throw Error(cat("sink_attention (prefill kernel): head dim ", dim, " is not a multiple of ", kSlice,
                     " up to ", kMaxWarps * kSlice));
@@ -423,12 +382,11 @@ void sink_attention_prefill(const float* q, int rows, int heads, int dim, const 
   if (layout.bytes > static_cast<size_t>(limit))
     throw Error(cat("sink_attention (prefill kernel): index width ", width, " needs ", layout.bytes,
                     " bytes of shared memory, the device has ", limit));
-  const auto kernel = variant == 2 ? sink_prefill_kernel<2> : sink_prefill_kernel<1>;
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(sink_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(layout.bytes)));
   const bool vec = aligned16(kv);  // dim % 64 == 0: rows stay 16-byte aligned
   const unsigned groups = static_cast<unsigned>((heads + kHeadTile - 1) / kHeadTile);
-  kernel<<<dim3(groups, grid_rows(rows)), warps * kWarp, layout.bytes, stream>>>(
+  sink_prefill_kernel<<<dim3(groups, grid_rows(rows)), warps * kWarp, layout.bytes, stream>>>(
       q, rows, heads, dim, kv, idx, width, DenseW{sink, sink_bf16, heads}, scale, vec, o);
   DSV4_CUDA_LAUNCH_CHECK();
 }
@@ -449,8 +407,7 @@ void CudaOps::sink_attention_gemm(const float* q, int rows, int heads, int dim, 
                     heads, " heads"));
   activate();
   const cuda::DenseW s = dense(sink, heads);
-  cuda::sink_attention_prefill(q, rows, heads, dim, kv, idx, width, s.p, s.bf16, scale, o, stream_,
-                               cuda::kPrefillAttentionShipped);
+  cuda::sink_attention_prefill(q, rows, heads, dim, kv, idx, width, s.p, s.bf16, scale, o, stream_);
 }
 
 }  // namespace dsv4

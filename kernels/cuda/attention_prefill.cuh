@@ -13,17 +13,12 @@ namespace dsv4::cuda {
 // The head dims the kernel takes: a multiple of 64 (one warp per 64 dims), at most 512.
 bool prefill_attention_supports(int dim);
 
-// The kernel variant CudaOps::sink_attention_gemm runs (attention_prefill.cu's header:
-// 1 = exp and eager max, 2 = exp2, lazy max, the refill after the softmax barrier).
-constexpr int kPrefillAttentionShipped = 2;
-
 // o [rows, heads, dim] = sink attention of q [rows, heads, dim] over kv rows kv[idx[t, k]]
 // (idx [rows, width], -1 entries inert), sink [heads] in device memory, on `stream`.
 // Throws an Error naming the limit for a dim it does not take or a width beyond its
-// shared memory, or a variant other than 1 or 2.
+// shared memory.
 void sink_attention_prefill(const float* q, int rows, int heads, int dim, const float* kv,
                             const int32_t* idx, int width, const void* sink, bool sink_bf16,
-                            float scale, float* o, cudaStream_t stream,
-                            int variant = kPrefillAttentionShipped);
+                            float scale, float* o, cudaStream_t stream);
 
 }  // namespace dsv4::cuda

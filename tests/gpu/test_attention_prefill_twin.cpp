@@ -10,9 +10,7 @@
 // logits N(0, 1), 6.2e-6 / 1.4e-5 with logits N(0, 3) (the logit error grows with the
 // logits). Bounds: 5e-5 (logits sd <= 1) and 1e-4 (sd 3), a 5-7x margin; one dropped key
 // of ~235 effective ones moves o by ~4e-3 and a one-plane operand by ~1e-3, both caught.
-// Law 2's bound in the chunked-prefill tests is 1e-3 (D15). Variant 2 (exp2, lazy max)
-// has the same products and tile order, so the same bounds, against the CPU and against
-// variant 1 (their difference: the exp rounding, ~1e-7, and the max's offset).
+// Law 2's bound in the chunked-prefill tests is 1e-3 (D15).
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/attention_prefill.cuh"
@@ -25,17 +23,16 @@ namespace {
 // The prefill kernel on `rows` rows of CUDA buffers (CudaOps' stream drained first, ours
 // after): q and o at row offset `t0`, index rows `idx` of `width` entries.
 void run_prefill(Backends& b, const AttentionInputs& in, const AttentionCase& c, const float* sink, int t0,
-                 int rows, const int32_t* idx, int width, float* o, int variant = cuda::kPrefillAttentionShipped) {
+                 int rows, const int32_t* idx, int width, float* o) {
   b.gpu->synchronize();
   cuda::sink_attention_prefill(in.q[kGpu] + t0 * in.row_q, rows, c.heads, c.dim, in.kv[kGpu], idx, width, sink,
-                               false, in.scale, o + t0 * in.row_q, nullptr, variant);
+                               false, in.scale, o + t0 * in.row_q, nullptr);
   REQUIRE(cudaStreamSynchronize(nullptr) == cudaSuccess);
 }
 
-// Per kernel variant: one CPU call and one prefill-kernel call over all rows within
-// `bound`; then every row alone, and the rows padded with 37 more -1 entries,
-// bit-identical to the first call; variant 2 within `bound` of variant 1.
-void check_case(const std::string& name, const AttentionCase& c, uint64_t seed, double bound) {
+// One CPU call and one prefill-kernel call over all rows within `bound`; then every row
+// alone, and the rows padded with 37 more -1 entries, bit-identical to the first call.
+void check_case(const std::string& what, const AttentionCase& c, uint64_t seed, double bound) {
   Backends b;
   AttentionInputs in(b, c, seed);
   PairF sink_dev = put(b, c.sink);
@@ -43,29 +40,19 @@ void check_case(const std::string& name, const AttentionCase& c, uint64_t seed, 
   PairF o = zeros(b, in.q.n);
   b.cpu->sink_attention(in.q[kCpu], c.rows, c.heads, c.dim, in.kv[kCpu], in.idx[kCpu], c.width, in.sink, in.scale,
                         o[kCpu]);
-  const std::vector<float> cpu = get(b, o, kCpu);
+  run_prefill(b, in, c, sink, 0, c.rows, in.idx[kGpu], c.width, o[kGpu]);
+  const std::vector<float> all = get(b, o, kGpu);
+  check_close(what, get(b, o, kCpu), all, bound, bound);
+
+  PairF one = zeros(b, in.q.n);
+  for (int t = 0; t < c.rows; ++t) run_prefill(b, in, c, sink, t, 1, in.idx[kGpu] + t * c.width, c.width, one[kGpu]);
+  check_bitwise(what + ": rows vs single rows", all, get(b, one, kGpu));
+
   const int wide = c.width + 37;
   PairI ix_wide = put_i32(b, padded_index(c, wide));
-  std::vector<float> first;  // variant 1's rows
-  for (int variant : {1, 2}) {
-    const std::string what = name + " variant " + std::to_string(variant);
-    run_prefill(b, in, c, sink, 0, c.rows, in.idx[kGpu], c.width, o[kGpu], variant);
-    const std::vector<float> all = get(b, o, kGpu);
-    check_close(what, cpu, all, bound, bound);
-    if (variant == 1)
-      first = all;
-    else
-      check_close(what + " vs variant 1", first, all, bound, bound);
-
-    PairF one = zeros(b, in.q.n);
-    for (int t = 0; t < c.rows; ++t)
-      run_prefill(b, in, c, sink, t, 1, in.idx[kGpu] + t * c.width, c.width, one[kGpu], variant);
-    check_bitwise(what + ": rows vs single rows", all, get(b, one, kGpu));
-
-    PairF o_wide = zeros(b, in.q.n);
-    run_prefill(b, in, c, sink, 0, c.rows, ix_wide[kGpu], wide, o_wide[kGpu], variant);
-    check_bitwise(what + ": trailing -1 pads", all, get(b, o_wide, kGpu));
-  }
+  PairF o_wide = zeros(b, in.q.n);
+  run_prefill(b, in, c, sink, 0, c.rows, ix_wide[kGpu], wide, o_wide[kGpu]);
+  check_bitwise(what + ": trailing -1 pads", all, get(b, o_wide, kGpu));
 }
 
 std::vector<float> sinks(int heads, uint64_t seed) {
@@ -169,9 +156,6 @@ TEST_CASE("sink_attention prefill kernel refuses head dims it does not take, by 
                                                       1.0f, nullptr, nullptr),
                          doctest::Contains(("head dim " + std::to_string(dim)).c_str()), Error);
   }
-  CHECK_THROWS_WITH_AS(cuda::sink_attention_prefill(nullptr, 1, 1, 64, nullptr, nullptr, 1, nullptr, false, 1.0f,
-                                                    nullptr, nullptr, 3),
-                       doctest::Contains("variant 3"), Error);
   CHECK(cuda::prefill_attention_supports(512));
   CHECK(cuda::prefill_attention_supports(64));
 }
