@@ -30,12 +30,14 @@
 #include <algorithm>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/expert_fp4_gemm.cuh"
 #include "kernels/cuda/expert_gemm.cuh"
+#include "kernels/cuda/expert_kernel.h"
 
 namespace dsv4 {
 namespace {
@@ -116,6 +118,29 @@ void group_tiles(const int32_t* sel, int64_t slots, int n_experts, const DeviceT
 
 void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                        int k, float swiglu_limit, const Numerics& num, float* out) {
+  moe_gemm_on(cuda::Fp4GemmKernel::automatic, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+}
+
+std::vector<cuda::Fp4GemmKernel> cuda::fp4_gemm_kernels(const Ops& ops) {
+  const auto* c = dynamic_cast<const CudaOps*>(&ops);
+  if (c == nullptr) throw Error(cat("fp4_gemm_kernels: needs the cuda backend, got ", ops.name()));
+  std::vector<Fp4GemmKernel> out{Fp4GemmKernel::mma_sync};
+  if (fp4_gemm_kernel_on(Fp4GemmKernel::automatic, c->device()) == Fp4GemmKernel::wgmma)
+    out.push_back(Fp4GemmKernel::wgmma);
+  return out;
+}
+
+void cuda::moe_gemm_with(Ops& ops, Fp4GemmKernel kernel, const BlockWeights& b, const float* x, int rows,
+                         const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
+                         float* out) {
+  auto* c = dynamic_cast<CudaOps*>(&ops);
+  if (c == nullptr) throw Error(cat("moe_gemm_with: needs the cuda backend, got ", ops.name()));
+  c->moe_gemm_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+}
+
+void CudaOps::moe_gemm_on(cuda::Fp4GemmKernel kernel, const BlockWeights& b, const float* x, int rows,
+                          const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
+                          float* out) {
   using namespace cuda::prefill_moe;
   const int hidden = static_cast<int>(b.shared_w1.in()), shared_inter = static_cast<int>(b.shared_w1.out());
   const int n_experts = static_cast<int>(b.experts.size());
@@ -167,7 +192,7 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   if (native) {
     // The fragment layout (CudaOps::expert_table relaid it in place): §4.9 activations of
     // x, up + SwiGLU, h re-quantized, down (expert_fp4_gemm.cuh).
-    const cuda::RoutedFp4Gemm routed{static_cast<const cuda::ExpertFrag*>(table.table.ptr),
+    const cuda::RoutedFp4Gemm routed{kernel, static_cast<const cuda::ExpertFrag*>(table.table.ptr),
                                      b.experts.front().w1.recipe == ExpertRecipe::nvfp4,  // every expert's
                                      tiles, tile_slot, tile_count, T, x, rows, k, H, I, wt, swiglu_limit};
     cuda::routed_fp4_gemm(routed, fp4_scratch, y, device_, stream_);
