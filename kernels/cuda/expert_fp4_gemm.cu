@@ -19,6 +19,7 @@
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/expert_fp4_gemm_walk.cuh"
+#include "kernels/cuda/scratch_carve.h"
 
 namespace dsv4::cuda {
 
@@ -111,7 +112,7 @@ void launch_expert_fp4_gemm(bool up, bool nv, Fp4GemmKernel kernel, const Fp4Gem
 
 namespace {
 
-// routed_fp4_gemm's scratch in floats, each part 32-byte aligned: xq [rows, H] halves, xs
+// routed_fp4_gemm's scratch in floats (carve: each part 32-byte aligned): xq [rows, H] halves, xs
 // [rows, H / 128], h [S, I], hq [S, I] halves, hs [S, I / 128] (S = rows k slots).
 std::array<int64_t, 5> scratch_parts(int64_t rows, int k, int64_t hidden, int64_t inter) {
   const int64_t slots = rows * k;
@@ -121,19 +122,13 @@ std::array<int64_t, 5> scratch_parts(int64_t rows, int k, int64_t hidden, int64_
 }  // namespace
 
 int64_t routed_fp4_gemm_scratch(int64_t rows, int k, int64_t hidden, int64_t inter) {
-  int64_t n = 0;
-  for (int64_t part : scratch_parts(rows, k, hidden, inter)) n += prefill_moe::padded8(part);
-  return n;
+  return static_cast<int64_t>(carved_floats(scratch_parts(rows, k, hidden, inter)));
 }
 
 void routed_fp4_gemm(const RoutedFp4Gemm& c, float* scratch, float* y, int device, cudaStream_t stream) {
-  const std::array<int64_t, 5> parts = scratch_parts(c.rows, c.k, c.hidden, c.inter);
-  float* p = scratch;
-  auto take = [&p](int64_t n) { return std::exchange(p, p + prefill_moe::padded8(n)); };
-  auto* xq = reinterpret_cast<__half*>(take(parts[0]));
-  float *xs = take(parts[1]), *h = take(parts[2]);
-  auto* hq = reinterpret_cast<__half*>(take(parts[3]));
-  float* hs = take(parts[4]);
+  const auto [xq_f, xs, h, hq_f, hs] = carve(scratch, scratch_parts(c.rows, c.k, c.hidden, c.inter));
+  auto* xq = reinterpret_cast<__half*>(xq_f);
+  auto* hq = reinterpret_cast<__half*>(hq_f);
   const Fp4GemmKernel kernel = fp4_gemm_kernel_on(c.kernel, device);
   const ActOrder order = fp4_gemm_act_order(kernel);
   act_fp16_rows(c.x, c.rows, c.hidden, xq, xs, stream, order);

@@ -68,7 +68,7 @@ struct RoutedFp4Gemm {
   const float* wt;  // [rows * k]
   float limit;
 };
-// The floats of scratch routed_fp4_gemm needs (16-byte aligned).
+// The floats of scratch routed_fp4_gemm needs (its parts carved 32-byte aligned, scratch_carve.h).
 int64_t routed_fp4_gemm_scratch(int64_t rows, int k, int64_t hidden, int64_t inter);
 void routed_fp4_gemm(const RoutedFp4Gemm& c, float* scratch, float* y, int device, cudaStream_t stream);
 

@@ -28,6 +28,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <array>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "kernels/cuda/expert_fp4_gemm.cuh"
 #include "kernels/cuda/expert_gemm.cuh"
 #include "kernels/cuda/expert_kernel.h"
+#include "kernels/cuda/scratch_carve.h"
 
 namespace dsv4 {
 namespace {
@@ -166,19 +168,14 @@ void CudaOps::moe_gemm_on(cuda::Fp4GemmKernel kernel, const BlockWeights& b, con
   // bf16 arm's h [S, I] and planes of x and of h; the native arm's routed_fp4_gemm scratch
   // (its e4m3 activations and h); the shared expert's gate / up / h [rows, Is] and out;
   // the tile list.
-  const int64_t sizes[] = {S * H, R * S * I, R * P * rows * H / 2, R * P * S * I / 2,
-                           native ? cuda::routed_fp4_gemm_scratch(rows, k, H, I) : 0,
-                           rows * Is, rows * Is, rows * Is, rows * H, T * (1 + kTileSlots) + 1 + n_experts};
-  int64_t total = 0;
-  for (int64_t n : sizes) total += padded8(n);
-  float* base = scratch_f32(Slot::f32_b, static_cast<size_t>(total));
-  auto take = [&base](int64_t n) { return std::exchange(base, base + padded8(n)); };
-  float *y = take(sizes[0]), *h = take(sizes[1]);
-  auto* xb = reinterpret_cast<uint4*>(take(sizes[2]));
-  auto* hb = reinterpret_cast<uint4*>(take(sizes[3]));
-  float* fp4_scratch = take(sizes[4]);
-  float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
-  auto* tiles = reinterpret_cast<int32_t*>(take(sizes[9]));  // int32 parts in float-sized words
+  const std::array<int64_t, 10> sizes{S * H, R * S * I, R * P * rows * H / 2, R * P * S * I / 2,
+                                      native ? cuda::routed_fp4_gemm_scratch(rows, k, H, I) : 0,
+                                      rows * Is, rows * Is, rows * Is, rows * H, T * (1 + kTileSlots) + 1 + n_experts};
+  const auto [y, h, xb_f, hb_f, fp4_scratch, sg, su, sh_h, sh, tiles_f] =
+      cuda::carve(scratch_f32(Slot::f32_b, cuda::carved_floats(sizes)), sizes);
+  auto* xb = reinterpret_cast<uint4*>(xb_f);
+  auto* hb = reinterpret_cast<uint4*>(hb_f);
+  auto* tiles = reinterpret_cast<int32_t*>(tiles_f);  // int32 parts in float-sized words
 
   // §4.24: the shared expert, L-bf16 in every arm, unweighted.
   const bool shared_act = num.act_bf16();
