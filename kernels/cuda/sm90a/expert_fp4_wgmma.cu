@@ -147,11 +147,20 @@ __device__ inline void wgmma_group(const FragPair& f, const uint4* act, int st, 
   }
 }
 
+// The group's n8 tiles [T0, T) in column blocks of B tiles (the last possibly fewer).
+template <int T0, int T, int B>
+__device__ inline void wgmma_groups(const FragPair& f, const uint4* act, int st, float (&chunk)[kNt][4]) {
+  constexpr int kHere = T - T0 < B ? T - T0 : B;
+  wgmma_group<T0, kHere>(f, act, st, chunk);
+  if constexpr (T0 + kHere < T) wgmma_groups<T0 + kHere, T, B>(f, act, st, chunk);
+}
+
 // acc[n] += the chunk's products of the warp's rows with n8 tile n < T (the warpgroup's
 // wgmmas of N = 8 T). NVFP4: a step pair's two wgmmas a group, one group left in flight
 // while the next pair decodes (its A registers live until the wait retires it). MXFP4:
-// above 4 n8 tiles a group's wgmmas split in two column halves (N = 32, then 8 (T - 4)),
-// so d holds at most 16 registers beside chunk and acc (each column's sum is the same).
+// above 4 n8 tiles a group's wgmmas run in column blocks of 2 n8 tiles (N = 16), so d
+// holds 8 registers beside chunk and acc (each column's sum is the same; at 5-8 tiles a
+// block of 4 spills).
 template <int T, bool NV>
 __device__ inline void wgmma_chunk(const Stage& st, int warp, bool active, float (&acc)[kNt][4]) {
   using Scales = std::conditional_t<NV, uint4, uint2>;
@@ -173,11 +182,8 @@ __device__ inline void wgmma_chunk(const Stage& st, int warp, bool active, float
         wgmma_f16<T>(chunk, f.a[1], b_descriptor(st.act, step + 1));
         wgmma_commit();
         wgmma_wait<1>();
-      } else if constexpr (T <= 4) {
-        wgmma_group<0, T>(f, st.act, step, chunk);
       } else {
-        wgmma_group<0, 4>(f, st.act, step, chunk);
-        wgmma_group<4, T - 4>(f, st.act, step, chunk);
+        wgmma_groups<0, T, (T <= 4 ? T : 2)>(f, st.act, step, chunk);
       }
     }
   }
