@@ -52,12 +52,19 @@ namespace {
 
 constexpr int kPlane = kTileSlots + 1;  // uint4: a piece plane of 64 columns + padding
 
-__device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ inline void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// The wgmma instructions exist on sm_90a alone: another target's compile of this file (as
+// nvcc -arch=sm_90a's compute_90 PTX) keeps the symbols and traps.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define DSV4_SM90A_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define DSV4_SM90A_ASM(...) __trap()
+#endif
+__device__ inline void wgmma_fence() { DSV4_SM90A_ASM("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ inline void wgmma_commit() { DSV4_SM90A_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 // At most `kLeft` committed groups of this warp still running.
 template <int kLeft>
 __device__ inline void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kLeft) : "memory");
+  DSV4_SM90A_ASM("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kLeft) : "memory");
 }
 // Orders the compiler's uses of accumulators d[0 .. T) after the wait (their values arrive with it).
 template <int T>
@@ -81,13 +88,12 @@ __device__ inline void fence_operands(float (&d)[kNt][4]) {
 #define DSV4_WG_N64 DSV4_WG_N56 ", %28, %29, %30, %31"
 #define DSV4_WG_IN(a0, a1, a2, a3, b) "}, {%" #a0 ", %" #a1 ", %" #a2 ", %" #a3 "}, %" #b ", 1, 1, 1, 0;\n"
 #define DSV4_WGMMA(N, IN, ...)                                                                         \
-  asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" DSV4_WG_N##N IN              \
+  DSV4_SM90A_ASM("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.f16.f16 {" DSV4_WG_N##N IN              \
                : __VA_ARGS__                                                                           \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
 
 template <int T>
 __device__ inline void wgmma_f16(float (&d)[kNt][4], const uint32_t (&a)[4], uint64_t desc) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   if constexpr (T == 1) {
     DSV4_WGMMA(8, DSV4_WG_IN(4, 5, 6, 7, 8), DSV4_WG_D(0));
   } else if constexpr (T == 2) {
@@ -109,11 +115,9 @@ __device__ inline void wgmma_f16(float (&d)[kNt][4], const uint32_t (&a)[4], uin
     DSV4_WGMMA(64, DSV4_WG_IN(32, 33, 34, 35, 36), DSV4_WG_D(0), DSV4_WG_D(1), DSV4_WG_D(2), DSV4_WG_D(3),
                DSV4_WG_D(4), DSV4_WG_D(5), DSV4_WG_D(6), DSV4_WG_D(7));
   }
-#else
-  __trap();  // sm_90a code only (a compile for another target keeps the symbol)
-#endif
 }
 #undef DSV4_WGMMA
+#undef DSV4_SM90A_ASM
 #undef DSV4_WG_IN
 #undef DSV4_WG_D
 
