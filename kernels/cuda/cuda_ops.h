@@ -21,6 +21,7 @@ namespace dsv4 {
 namespace cuda {
 enum class ExpertKernel;  // expert_kernel.h: the routed experts' kernel variant of moe
 enum class TcGemvKernel;  // gemv_kernel.h: the tensor-core GEMV of the FP8 linears
+enum class Fp4GemmKernel;  // expert_kernel.h: the native arm's prefill expert kernel
 struct GemvArgs;
 struct HcPost;
 struct GemmProblem;
@@ -165,10 +166,17 @@ class CudaOps final : public Ops {
   void moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
               const float* wt, int k, float swiglu_limit, const Numerics& num, float* out,
               const cuda::HcPost* post = nullptr);
-  // The prefill MoE, grouped by expert (kernels/cuda/moe_prefill.cu).
+  // The prefill MoE, grouped by expert (kernels/cuda/moe_prefill.cu): moe_gemm_on with
+  // the native arm's kernel chosen for the device (Fp4GemmKernel::automatic).
   void moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel,
                 const float* wt, int k, float swiglu_limit, const Numerics& num,
                 float* out) override;
+  // moe_gemm with the native arm's routed experts on `kernel` (cuda::moe_gemm_with,
+  // expert_kernel.h: the twin test and the dev bench run both kernels).
+  void moe_gemm_on(cuda::Fp4GemmKernel kernel, const BlockWeights& b, const float* x, int rows,
+                   const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
+                   float* out);
+  int device() const { return device_; }
 
   void finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
                     const int32_t* pos, KvQuant variant, float* ring, int slots) override;

@@ -88,7 +88,8 @@ __global__ void mxfp4_codes_over_kernel(const uint8_t* scales, int64_t n, int* b
 // ---- activations ----
 
 // One warp per (row, 128-block): §4.9 (cuda::act_quant128), then each lane's 4 values to
-// their B-order places (expert_fp4.cuh act_fp16_rows).
+// their B-order places (kKOrder: their K places; expert_fp4.cuh act_fp16_rows).
+template <bool kKOrder>
 __global__ void act_fp16_kernel(const float* x, int64_t rows, int64_t K, __half* q, float* s) {
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
@@ -102,7 +103,7 @@ __global__ void act_fp16_kernel(const float* x, int64_t rows, int64_t K, __half*
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int e = i * kWarp + lane, st = e / 16, slot = e % 16;
-      const int t = (slot % 8) / 2, at = t * 32 + st * 4 + (slot / 8) * 2 + slot % 2;
+      const int t = (slot % 8) / 2, at = kKOrder ? e : t * 32 + st * 4 + (slot / 8) * 2 + slot % 2;
       q[r * K + c * kChunk + at] = __float2half_rn(vals[wib][e]);  // an e4m3 value: exact
     }
     __syncwarp();  // vals is rewritten by the warp's next block
@@ -546,9 +547,10 @@ FragExperts::~FragExperts() {
   for (void* p : owned_) cudaFree(p);
 }
 
-void act_fp16_rows(const float* x, int64_t rows, int64_t K, __half* q, float* s, cudaStream_t stream) {
-  cuda::launch(act_fp16_kernel, blocks_for(rows * (K / kChunk) * kWarp, kThreads), kThreads, 0, stream, x, rows, K, q,
-               s);
+void act_fp16_rows(const float* x, int64_t rows, int64_t K, __half* q, float* s, cudaStream_t stream,
+                   ActOrder order) {
+  cuda::launch(order == ActOrder::k ? act_fp16_kernel<true> : act_fp16_kernel<false>,
+               blocks_for(rows * (K / kChunk) * kWarp, kThreads), kThreads, 0, stream, x, rows, K, q, s);
 }
 
 void launch_expert_fp4(int nw, bool nv, int ring, const FragArgs& a, int64_t tiles_max, int device,

@@ -280,7 +280,11 @@ __device__ inline void frag_chunk_scaled(const float* act_scale, const float (&c
 // §4.9 per 128-block of x [rows, K]: the e4m3 values q as fp16 in the B-fragment order and
 // the block's power-of-two scale s (x ~ q s): row r, chunk c, lane t's 64 bytes at half
 // r K + 128c + 32t: step st (0-7) at + 4st: k-slots {2t, 2t+1, 2t+8, 2t+9} of K 128c + 16st.
-void act_fp16_rows(const float* x, int64_t rows, int64_t K, __half* q, float* s, cudaStream_t stream);
+// ActOrder::k: the same values in K order instead (element k of row r at r K + k; the
+// wgmma prefill kernel's, expert_fp4_gemm.cuh).
+enum class ActOrder { fragment, k };
+void act_fp16_rows(const float* x, int64_t rows, int64_t K, __half* q, float* s, cudaStream_t stream,
+                   ActOrder order = ActOrder::fragment);
 
 // ---- the expert kernel ----
 

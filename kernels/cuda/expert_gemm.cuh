@@ -71,8 +71,6 @@ struct DeviceTiles {
 int64_t max_tiles(int64_t slots, int64_t n_experts);
 void group_tiles(const int32_t* sel, int64_t slots, int n_experts, const DeviceTiles& t, cudaStream_t stream);
 
-inline int64_t padded8(int64_t n) { return (n + 7) / 8 * 8; }
-
 // x [rows, K] f32 -> P bf16 planes [P][rows, K] (cuda::bf16x2_planes), each 8-element group
 // stored as the mma B registers of its word (16 bytes): {x0, x4}, {x1, x5}, {x2, x6},
 // {x3, x7}, so a lane loads a step pair's B fragment in one 128-bit read.

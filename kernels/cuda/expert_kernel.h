@@ -7,6 +7,7 @@
 // bit. A plain header, so host-compiled tests can call it.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kernels/ops.h"
 
@@ -21,5 +22,21 @@ constexpr ExpertKernel kLastExpertKernel = ExpertKernel::lookup;
 // Throws Error naming the backend when `ops` is not the CUDA one.
 void moe_with(Ops& ops, ExpertKernel kernel, const BlockWeights& b, const float* x, int rows, const int32_t* sel,
               const float* wt, int k, float swiglu_limit, const Numerics& num, float* out);
+
+// Which kernel computes the native arm's prefill routed experts (CudaOps::moe_gemm,
+// expert_fp4_gemm.cuh): the mma.sync kernel (expert_fp4_gemm.cu, any device) or the wgmma
+// kernel (sm90a/expert_fp4_wgmma.cu, compute capability 9.0 only); `automatic` is mma_sync
+// until the wgmma kernel has run on a GPU (CudaOps::moe_gemm). Both compute the same exact
+// products in the same K order (docs/fp4-fragment-kernel.md "The wgmma prefill kernel").
+enum class Fp4GemmKernel { automatic, mma_sync, wgmma };
+
+// The kernels that run on `ops`'s device (mma_sync, and wgmma on a 9.0 device). Throws
+// Error naming the backend when `ops` is not the CUDA one.
+std::vector<Fp4GemmKernel> fp4_gemm_kernels(const Ops& ops);
+
+// ops.moe_gemm(...) on a CUDA backend with the native arm's routed experts on `kernel`
+// (the bf16 arm ignores it); a kernel the device cannot run is refused by name.
+void moe_gemm_with(Ops& ops, Fp4GemmKernel kernel, const BlockWeights& b, const float* x, int rows,
+                   const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num, float* out);
 
 }  // namespace dsv4::cuda

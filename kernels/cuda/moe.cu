@@ -29,6 +29,7 @@
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/moe_experts.cuh"
 #include "kernels/cuda/quant.cuh"
+#include "kernels/cuda/scratch_carve.h"
 #include "kernels/cuda/swiglu.cuh"
 #include "base/error.h"
 
@@ -280,24 +281,6 @@ Error other_arm(const BlockWeights& b, const std::string& tensor, ExpertArm held
                    " arm; one CudaOps serves one expert arm (docs/fp4-fragment-kernel.md \"Adoption\")"));
 }
 
-// The routed experts' scratch of one pass, floats: parts of the given sizes carved from
-// base in order, each 16-byte aligned (the expert kernels' 128-bit activation loads).
-template <size_t N>
-std::array<float*, N> carve(float* base, const std::array<int64_t, N>& sizes) {
-  std::array<float*, N> parts{};
-  for (size_t i = 0; i < N; ++i) {
-    parts[i] = base;
-    base += (sizes[i] + 3) / 4 * 4;
-  }
-  return parts;
-}
-template <size_t N>
-size_t carved_floats(const std::array<int64_t, N>& sizes) {
-  size_t total = 0;
-  for (int64_t n : sizes) total += static_cast<size_t>((n + 3) / 4 * 4);
-  return total;
-}
-
 }  // namespace
 
 namespace cuda {
@@ -459,7 +442,7 @@ void CudaOps::moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const flo
   on_line(kSharedLine);
   const int64_t Is = shared_inter;
   const std::array<int64_t, 4> shared_sizes{rows * Is, rows * Is, rows * Is, int64_t{rows} * hidden};
-  const auto [sg, su, sh_h, sh] = carve(scratch_f32(Slot::f32_a, carved_floats(shared_sizes)), shared_sizes);
+  const auto [sg, su, sh_h, sh] = cuda::carve(scratch_f32(Slot::f32_a, cuda::carved_floats(shared_sizes)), shared_sizes);
   gemv_rows(sw1, x, hidden, act, sg, Is, rows);
   gemv_rows(sw3, x, hidden, act, su, Is, rows);
   cuda::shared_swiglu(sg, su, rows, shared_inter, swiglu_limit, sh_h, stream_);
@@ -484,7 +467,7 @@ void CudaOps::routed_shipped(cuda::ExpertKernel kernel, const BlockWeights& b, c
   static_assert(sizeof(cuda::ExpertW) % sizeof(float) == 0 && alignof(cuda::ExpertW) <= 16);
   const std::array<int64_t, 4> sizes{S * I, S * H, T * static_cast<int64_t>(sizeof(cuda::ExpertW) / sizeof(float)),
                                      1 + T * kCols};
-  const auto [h, ye, tile_w, ints] = carve(scratch_f32(Slot::f32_a, carved_floats(sizes)), sizes);
+  const auto [h, ye, tile_w, ints] = cuda::carve(scratch_f32(Slot::f32_a, cuda::carved_floats(sizes)), sizes);
   const auto* experts = static_cast<const cuda::ExpertW*>(table.table.ptr);
   auto* counts = reinterpret_cast<int32_t*>(ints);
   const Tiles tiles{reinterpret_cast<cuda::ExpertW*>(tile_w), counts, counts + 1};
@@ -522,7 +505,7 @@ void CudaOps::routed_fragment(const BlockWeights& b, const ExpertTable& table, c
   // fp16 parts in floats: two halves a float.
   const std::array<int64_t, 7> sizes{C * H / 2, C * H / kChunk, S * I, S * I / 2, S * I / kChunk, S * H,
                                      1 + T * kCols};
-  const auto [xq, xs, h, hq, hs, ye, ints] = carve(scratch_f32(Slot::f32_a, carved_floats(sizes)), sizes);
+  const auto [xq, xs, h, hq, hs, ye, ints] = cuda::carve(scratch_f32(Slot::f32_a, cuda::carved_floats(sizes)), sizes);
   const auto* experts = static_cast<const cuda::ExpertFrag*>(table.table.ptr);
   auto* counts = reinterpret_cast<int32_t*>(ints);
   const Tiles tiles{nullptr, counts, counts + 1};  // the kernel finds a tile's expert by sel

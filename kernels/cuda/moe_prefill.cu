@@ -28,14 +28,18 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <array>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/expert_fp4_gemm.cuh"
 #include "kernels/cuda/expert_gemm.cuh"
+#include "kernels/cuda/expert_kernel.h"
+#include "kernels/cuda/scratch_carve.h"
 
 namespace dsv4 {
 namespace {
@@ -116,6 +120,29 @@ void group_tiles(const int32_t* sel, int64_t slots, int n_experts, const DeviceT
 
 void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
                        int k, float swiglu_limit, const Numerics& num, float* out) {
+  moe_gemm_on(cuda::Fp4GemmKernel::automatic, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+}
+
+std::vector<cuda::Fp4GemmKernel> cuda::fp4_gemm_kernels(const Ops& ops) {
+  const auto* c = dynamic_cast<const CudaOps*>(&ops);
+  if (c == nullptr) throw Error(cat("fp4_gemm_kernels: needs the cuda backend, got ", ops.name()));
+  std::vector<Fp4GemmKernel> out{Fp4GemmKernel::mma_sync};
+  if (fp4_wgmma_runs_on(c->device()))
+    out.push_back(Fp4GemmKernel::wgmma);
+  return out;
+}
+
+void cuda::moe_gemm_with(Ops& ops, Fp4GemmKernel kernel, const BlockWeights& b, const float* x, int rows,
+                         const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
+                         float* out) {
+  auto* c = dynamic_cast<CudaOps*>(&ops);
+  if (c == nullptr) throw Error(cat("moe_gemm_with: needs the cuda backend, got ", ops.name()));
+  c->moe_gemm_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+}
+
+void CudaOps::moe_gemm_on(cuda::Fp4GemmKernel kernel, const BlockWeights& b, const float* x, int rows,
+                          const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
+                          float* out) {
   using namespace cuda::prefill_moe;
   const int hidden = static_cast<int>(b.shared_w1.in()), shared_inter = static_cast<int>(b.shared_w1.out());
   const int n_experts = static_cast<int>(b.experts.size());
@@ -141,19 +168,14 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   // bf16 arm's h [S, I] and planes of x and of h; the native arm's routed_fp4_gemm scratch
   // (its e4m3 activations and h); the shared expert's gate / up / h [rows, Is] and out;
   // the tile list.
-  const int64_t sizes[] = {S * H, R * S * I, R * P * rows * H / 2, R * P * S * I / 2,
-                           native ? cuda::routed_fp4_gemm_scratch(rows, k, H, I) : 0,
-                           rows * Is, rows * Is, rows * Is, rows * H, T * (1 + kTileSlots) + 1 + n_experts};
-  int64_t total = 0;
-  for (int64_t n : sizes) total += padded8(n);
-  float* base = scratch_f32(Slot::f32_b, static_cast<size_t>(total));
-  auto take = [&base](int64_t n) { return std::exchange(base, base + padded8(n)); };
-  float *y = take(sizes[0]), *h = take(sizes[1]);
-  auto* xb = reinterpret_cast<uint4*>(take(sizes[2]));
-  auto* hb = reinterpret_cast<uint4*>(take(sizes[3]));
-  float* fp4_scratch = take(sizes[4]);
-  float *sg = take(sizes[5]), *su = take(sizes[6]), *sh_h = take(sizes[7]), *sh = take(sizes[8]);
-  auto* tiles = reinterpret_cast<int32_t*>(take(sizes[9]));  // int32 parts in float-sized words
+  const std::array<int64_t, 10> sizes{S * H, R * S * I, R * P * rows * H / 2, R * P * S * I / 2,
+                                      native ? cuda::routed_fp4_gemm_scratch(rows, k, H, I) : 0,
+                                      rows * Is, rows * Is, rows * Is, rows * H, T * (1 + kTileSlots) + 1 + n_experts};
+  const auto [y, h, xb_f, hb_f, fp4_scratch, sg, su, sh_h, sh, tiles_f] =
+      cuda::carve(scratch_f32(Slot::f32_b, cuda::carved_floats(sizes)), sizes);
+  auto* xb = reinterpret_cast<uint4*>(xb_f);
+  auto* hb = reinterpret_cast<uint4*>(hb_f);
+  auto* tiles = reinterpret_cast<int32_t*>(tiles_f);  // int32 parts in float-sized words
 
   // §4.24: the shared expert, L-bf16 in every arm, unweighted.
   const bool shared_act = num.act_bf16();
@@ -167,7 +189,7 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
   if (native) {
     // The fragment layout (CudaOps::expert_table relaid it in place): §4.9 activations of
     // x, up + SwiGLU, h re-quantized, down (expert_fp4_gemm.cuh).
-    const cuda::RoutedFp4Gemm routed{static_cast<const cuda::ExpertFrag*>(table.table.ptr),
+    const cuda::RoutedFp4Gemm routed{kernel, static_cast<const cuda::ExpertFrag*>(table.table.ptr),
                                      b.experts.front().w1.recipe == ExpertRecipe::nvfp4,  // every expert's
                                      tiles, tile_slot, tile_count, T, x, rows, k, H, I, wt, swiglu_limit};
     cuda::routed_fp4_gemm(routed, fp4_scratch, y, device_, stream_);

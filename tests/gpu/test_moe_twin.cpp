@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <utility>
@@ -539,16 +540,44 @@ std::vector<int32_t> prefill_selection(int rows, uint64_t seed) {
   return sel;
 }
 
+// The kernels moe_gemm can run a call's native-arm routed experts on (expert_kernel.h:
+// mma_sync everywhere, wgmma on a compute capability 9.0 device); the bf16 arm has one.
+std::vector<cuda::Fp4GemmKernel> gemm_kernels(Backends& b, const Arm& a) {
+  if (a.arm != ExpertArm::native) return {cuda::Fp4GemmKernel::automatic};
+  return cuda::fp4_gemm_kernels(*b.gpu);
+}
+const char* kernel_name(cuda::Fp4GemmKernel k) {
+  return k == cuda::Fp4GemmKernel::wgmma ? " [wgmma]" : k == cuda::Fp4GemmKernel::mma_sync ? " [mma.sync]" : "";
+}
+
+// moe_gemm's rows against moe's bits. The mma.sync kernel computes moe's products in moe's
+// K order with the same instruction (mma.sync m16n8k16): bit equality asserted. The wgmma
+// kernel feeds the same exact products in the same order to wgmma m64nNk16, whose k16
+// accumulation PTX does not promise to round as mma.sync's: its bit equality is reported
+// (MESSAGE), and a difference is held to the native arm's bounds against moe (the f32
+// rounding of a k16 sum feeds the h re-quantization as against the CPU, kArms).
+void check_gemm_bits(const std::string& what, cuda::Fp4GemmKernel kernel, const Arm& a, const std::vector<float>& want,
+                     const std::vector<float>& got) {
+  if (kernel != cuda::Fp4GemmKernel::wgmma) {
+    check_bitwise(what, want, got);
+    return;
+  }
+  const bool same = want.size() == got.size() && std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0;
+  MESSAGE(what << (same ? ": bit-identical to moe" : ": NOT bit-identical to moe (wgmma's k16 rounding)"));
+  if (!same) check_close(what + " vs moe", want, got, a.rel_l2, a.max_norm);
+}
+
 // The prefill MoE's routed experts compute the decode MoE's columns (the same exact
 // products in the same K order: the bf16 arm's ring GEMM, moe_prefill.cu; the native arm's
-// fragment-layout GEMM, expert_fp4_gemm.cu): with the shared expert's output zeroed,
-// moe_gemm's rows equal moe's bit for bit in every arm, for each selection of `sels` (rows
-// of kK ids) on one Backends an arm (the layer's table built once), and a repeated call
-// gives the same bits; the first min(rows, cpu_rows) rows are checked against the CPU
-// reference (row by row independent there) at check_moe's bounds. A slot naming no expert
-// (route's -1 for a NaN score, or an id past the experts) joins no tile of the
-// device-built list: its row is NaN, as moe gives it (combine_experts), and every other
-// row keeps moe's bits. scale_2 > 0 as in check_moe.
+// fragment-layout GEMM, expert_fp4_gemm.cu, on each kernel the device runs): with the
+// shared expert's output zeroed, moe_gemm's rows equal moe's bit for bit in every arm
+// (check_gemm_bits: the wgmma kernel's reported), for each selection of `sels` (rows of kK
+// ids) on one Backends an arm (the layer's table built once), and a repeated call gives
+// the same bits; the first min(rows, cpu_rows) rows are checked against the CPU reference
+// (row by row independent there) at check_moe's bounds. A slot naming no expert (route's
+// -1 for a NaN score, or an id past the experts) joins no tile of the device-built list:
+// its row is NaN, as moe gives it (combine_experts), and every other row keeps moe's bits.
+// scale_2 > 0 as in check_moe.
 void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector<std::vector<int32_t>>& sels,
                        uint64_t seed, int cpu_rows, float scale_2 = 0.0f) {
   Rng rng(seed);
@@ -564,13 +593,7 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
       const int rows = static_cast<int>(sel_host.size()) / kK;
       auto [x, sel, wt] = routed_inputs(b, xs[i], sel_host);
       const size_t n = static_cast<size_t>(rows) * s.hidden;
-      auto gemm = [&, &x = x, &sel = sel, &wt = wt, &a = a, &num = num] {
-        PairF out = zeros(b, n);
-        b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
-        return get(b, out, kGpu);
-      };
-      const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows);
-      const std::vector<float> got = gemm(), want = gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num);
+      const std::vector<float> want = gpu_moe(b, blk, x, sel, wt, s.hidden, rows, a, num);
       auto row = [&s](const std::vector<float>& v, int t) {
         return std::vector<float>(v.begin() + static_cast<size_t>(t) * s.hidden,
                                   v.begin() + static_cast<size_t>(t + 1) * s.hidden);
@@ -581,26 +604,35 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
       };
       bool any_none = false;
       for (int t = 0; t < rows; ++t) any_none |= names_none(t);
-      if (!any_none) {
-        check_bitwise(what, want, got);
-      } else {
-        for (int t = 0; t < rows; ++t) {
-          if (!names_none(t)) {
-            check_bitwise(what + " row " + std::to_string(t), row(want, t), row(got, t));
-            continue;
-          }
-          INFO(what << " row " << t << " names no expert");
-          const std::vector<float> r = row(got, t);
-          CHECK(std::all_of(r.begin(), r.end(), [](float v) { return std::isnan(v); }));
-        }
-      }
-      check_bitwise(what + " repeated call", got, gemm());
       const int checked = std::min(rows, cpu_rows);
-      if (checked == 0) continue;
       PairF ref = zeros(b, static_cast<size_t>(checked) * s.hidden);
-      b.cpu->moe_gemm(blk.w, x[kCpu], checked, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
-      check_close(what + " vs cpu, first " + std::to_string(checked) + " rows", get(b, ref, kCpu),
-                  std::vector<float>(got.begin(), got.begin() + ref.n), a.rel_l2, a.max_norm);
+      if (checked > 0) b.cpu->moe_gemm(blk.w, x[kCpu], checked, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
+      for (cuda::Fp4GemmKernel kernel : gemm_kernels(b, a)) {
+        auto gemm = [&, &x = x, &sel = sel, &wt = wt, &a = a, &num = num] {
+          PairF out = zeros(b, n);
+          cuda::moe_gemm_with(*b.gpu, kernel, blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, out[kGpu]);
+          return get(b, out, kGpu);
+        };
+        const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows) + kernel_name(kernel);
+        const std::vector<float> got = gemm();
+        if (!any_none) {
+          check_gemm_bits(what, kernel, a, want, got);
+        } else {
+          for (int t = 0; t < rows; ++t) {
+            if (!names_none(t)) {
+              check_gemm_bits(what + " row " + std::to_string(t), kernel, a, row(want, t), row(got, t));
+              continue;
+            }
+            INFO(what << " row " << t << " names no expert");
+            const std::vector<float> r = row(got, t);
+            CHECK(std::all_of(r.begin(), r.end(), [](float v) { return std::isnan(v); }));
+          }
+        }
+        check_bitwise(what + " repeated call", got, gemm());
+        if (checked == 0) continue;
+        check_close(what + " vs cpu, first " + std::to_string(checked) + " rows", get(b, ref, kCpu),
+                    std::vector<float>(got.begin(), got.begin() + ref.n), a.rel_l2, a.max_norm);
+      }
     }
   }
 }
@@ -798,8 +830,8 @@ TEST_CASE("moe_with refuses a shipped-kernel variant on the native arm, naming t
 // bit-identical, each row of every call of n = 1, 2, 4, 6, 8 rows and of all rows equal to
 // the row alone bit for bit (SPECDECODE.md §6.3 R-I3), and the prefill MoE (moe_gemm, whose
 // native arm's prefill kernel keeps the decode kernel's K order, expert_fp4_gemm.cu) equal
-// to moe bit for bit — the shared expert's down projection zeroed (its output is then +0
-// in the GEMV and in the GEMM alike).
+// to moe bit for bit (each kernel the device runs; check_gemm_bits) — the shared expert's
+// down projection zeroed (its output is then +0 in the GEMV and in the GEMM alike).
 // scale_2 > 0 as in check_moe.
 void check_fragment_path(const MoeShape& s, ExpertRecipe recipe, const std::vector<int32_t>& sel_host, uint64_t seed,
                          float scale_2 = 0.0f) {
@@ -836,9 +868,11 @@ void check_fragment_path(const MoeShape& s, ExpertRecipe recipe, const std::vect
     if (n < rows)
       check_bitwise(what + " first " + std::to_string(n) + " rows vs single rows", run(0, n),
                     std::vector<float>(singles.begin(), singles.begin() + static_cast<size_t>(n) * s.hidden));
-  PairF prefill = zeros(b, static_cast<size_t>(rows) * s.hidden);
-  b.gpu->moe_gemm(blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, prefill[kGpu]);
-  check_bitwise(what + " moe_gemm vs moe", all, get(b, prefill, kGpu));
+  for (cuda::Fp4GemmKernel kernel : gemm_kernels(b, a)) {
+    PairF prefill = zeros(b, static_cast<size_t>(rows) * s.hidden);
+    cuda::moe_gemm_with(*b.gpu, kernel, blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, prefill[kGpu]);
+    check_gemm_bits(what + " moe_gemm vs moe" + kernel_name(kernel), kernel, a, all, get(b, prefill, kGpu));
+  }
 }
 
 // Flash shapes (up: 32 chunks, 4 a warp; down: 16, 2 a warp), 8 rows sharing experts 3,
