@@ -78,11 +78,18 @@ struct MmaSyncPolicy {
 
 }  // namespace
 
-bool fp4_wgmma_runs_on(int device) {
+namespace {
+// The device's compute capability as {major, minor}.
+std::pair<int, int> compute_capability(int device) {
   int major = 0, minor = 0;
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0;  // the sm_90a code runs there alone
+  return {major, minor};
+}
+}  // namespace
+
+bool fp4_wgmma_runs_on(int device) {
+  return compute_capability(device) == std::pair{9, 0};  // the sm_90a code runs there alone
 }
 
 Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, int device) {
@@ -90,9 +97,7 @@ Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, int device) {
   // and timed on a GPU (written 2026-12-02, not yet run: docs/fp4-fragment-kernel.md).
   if (kernel == Fp4GemmKernel::automatic) return Fp4GemmKernel::mma_sync;
   if (kernel == Fp4GemmKernel::wgmma && !fp4_wgmma_runs_on(device)) {
-    int major = 0, minor = 0;
-    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    const auto [major, minor] = compute_capability(device);
     throw Error(cat("expert_fp4_gemm: the wgmma kernel needs a compute capability 9.0 device; device ", device, " is ",
                     major, ".", minor));
   }
