@@ -7,7 +7,7 @@
 namespace dsv4 {
 
 void CudaOps::linear_fp8(const Fp8Linear& w, const float* x, int rows, bool act_bf16, float* y) {
-  linear_fp8_on(cuda::TcGemvKernel::shipped, w, x, rows, act_bf16, y);
+  linear_fp8_on(cuda::TcGemvKernel::automatic, w, x, rows, act_bf16, y);
 }
 
 void CudaOps::linear_fp8_on(cuda::TcGemvKernel kernel, const Fp8Linear& w, const float* x, int rows,
@@ -32,7 +32,7 @@ void CudaOps::linear_island(const TensorView& w, const float* x, int rows, float
 // [g*Or, (g+1)*Or) into og columns [g*Or, (g+1)*Or).
 void CudaOps::grouped_wo_a(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                            bool act_bf16, float* og) {
-  grouped_wo_a_on(cuda::TcGemvKernel::shipped, wo_a, o, rows, groups, act_bf16, og);
+  grouped_wo_a_on(cuda::TcGemvKernel::automatic, wo_a, o, rows, groups, act_bf16, og);
 }
 
 void CudaOps::grouped_wo_a_on(cuda::TcGemvKernel kernel, const Fp8Linear& wo_a, const float* o, int rows,

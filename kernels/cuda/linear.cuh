@@ -3,10 +3,11 @@
 //
 // FP8 weights of 8 MiB and more (wq_b, wo_a, wo_b, the shared expert, the indexer's wq_b)
 // take the tensor-core arithmetic (gemv_tc.cuh: 16 weight rows x up to 8 rows per mma tile,
-// so 1..8 rows cost about what one row costs), streamed through the cp.async ring
-// (gemv_tc_ring.cuh, launch_gemv_tc_ring_auto: S - 1 k-block items in flight per warp in
-// shared memory instead of one in registers; bitwise gemv_tc's, which the twin test and
-// dsv4-dev-gemv check); the rest take the CUDA-core path:
+// so 1..8 rows cost about what one row costs), from kTcRingMinRows rows streamed through the
+// cp.async ring (gemv_tc_ring.cuh, launch_gemv_tc_ring_auto: S - 1 k-block items in flight
+// per warp in shared memory instead of one in registers; bitwise gemv_tc's, which the twin
+// test and dsv4-dev-gemv check; gemv_kernel.h says why not below); the rest take the
+// CUDA-core path:
 //
 // Fast path (weight rows of whole 16-byte chunks, x rows 16-byte aligned): a set of
 // `splits` warps computes NO adjacent outputs n for up to R rows at once. Virtual lane
@@ -424,8 +425,10 @@ bool CudaOps::gemv_chunks(const C& c, cuda::GemvArgs a, int groups) {
 template <int P>
 void launch_tc_gemv(cuda::TcGemvKernel kernel, const cuda::TcFp8Run& run, const cuda::GemvArgs& a, int groups,
                     int sm_count, cudaStream_t stream) {
-  if (kernel == cuda::TcGemvKernel::tc) cuda::launch_gemv_tc_auto<cuda::TcFp8Run, P>(run, a, groups, sm_count, stream);
-  else cuda::launch_gemv_tc_ring_auto<cuda::TcFp8Run, P>(run, a, groups, sm_count, stream);
+  const bool ring = kernel == cuda::TcGemvKernel::ring ||
+                    (kernel == cuda::TcGemvKernel::automatic && a.rows >= cuda::kTcRingMinRows);
+  if (ring) cuda::launch_gemv_tc_ring_auto<cuda::TcFp8Run, P>(run, a, groups, sm_count, stream);
+  else cuda::launch_gemv_tc_auto<cuda::TcFp8Run, P>(run, a, groups, sm_count, stream);
 }
 
 template <class W>

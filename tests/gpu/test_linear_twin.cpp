@@ -135,7 +135,7 @@ TEST_CASE("linear_fp8 twin on the tensor-core GEMV: 8 to 32 MiB weights at 2, 3,
 }
 
 TEST_CASE("tensor-core GEMV: the cp.async ring equals gemv_tc bit for bit, 1..9 rows, and the CPU") {
-  // The shipped ring (gemv_tc_ring.cuh) feeds gemv_tc's arithmetic (same splits, K order
+  // The ring (gemv_tc_ring.cuh) feeds gemv_tc's arithmetic (same splits, K order
   // and combine) from shared memory, one launch per row count's stage choice (x from
   // global memory at 1 row, staged with the weights at 2-8, S 4 / 3 / 2), so every row
   // count must give gemv_tc's bits: the shared expert's w1 [2048, 4096] (gemv_tc at U2 B1),
@@ -152,7 +152,7 @@ TEST_CASE("tensor-core GEMV: the cp.async ring equals gemv_tc bit for bit, 1..9 
   auto check = [&](const std::string& what, int64_t width, const PairF& y9, auto run) {
     for (int n = 1; n <= rows; ++n) {
       PairF ring = zeros(b, static_cast<size_t>(n) * width), tc = zeros(b, static_cast<size_t>(n) * width);
-      run(TcGemvKernel::shipped, n, ring[kGpu]);
+      run(TcGemvKernel::ring, n, ring[kGpu]);
       run(TcGemvKernel::tc, n, tc[kGpu]);
       const std::vector<float> got = get(b, ring, kGpu);
       check_bitwise(cat(what, " ring vs gemv_tc, ", n, " rows"), get(b, tc, kGpu), got);
@@ -170,7 +170,7 @@ TEST_CASE("tensor-core GEMV: the cp.async ring equals gemv_tc bit for bit, 1..9 
       const std::string what = cat("linear_fp8 [", out, ", ", in, "]", act ? " bf16" : " f32", " act");
       PairF y = zeros(b, rows * out);
       b.cpu->linear_fp8(w, x[kCpu], rows, act, y[kCpu]);
-      cuda::linear_fp8_with(*b.gpu, TcGemvKernel::shipped, w, x[kGpu], rows, act, y[kGpu]);
+      cuda::linear_fp8_with(*b.gpu, TcGemvKernel::automatic, w, x[kGpu], rows, act, y[kGpu]);
       // Exact products on both, f32 sums in different orders over 1024-8448 terms: ~1e-6;
       // bound 1e-5 (as the tensor-core case above).
       check_close(what, get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
@@ -184,7 +184,7 @@ TEST_CASE("tensor-core GEMV: the cp.async ring equals gemv_tc bit for bit, 1..9 
   PairF o = put(b, rng.normals(rows * groups * cols));
   PairF og = zeros(b, rows * groups * o_rank);
   b.cpu->grouped_wo_a(wo_a, o[kCpu], rows, groups, true, og[kCpu]);
-  cuda::grouped_wo_a_with(*b.gpu, TcGemvKernel::shipped, wo_a, o[kGpu], rows, groups, true, og[kGpu]);
+  cuda::grouped_wo_a_with(*b.gpu, TcGemvKernel::automatic, wo_a, o[kGpu], rows, groups, true, og[kGpu]);
   // L-bf16 on both (f32, different order, 4096 terms): ~1e-6; bound 1e-5.
   check_close("grouped_wo_a ring", get(b, og, kCpu), get(b, og, kGpu), 1e-5, 1e-5);
   check("grouped_wo_a Flash", groups * o_rank, og, [&](TcGemvKernel k, int n, float* yp) {
