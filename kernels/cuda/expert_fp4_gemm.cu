@@ -92,10 +92,13 @@ bool fp4_wgmma_runs_on(int device) {
   return compute_capability(device) == std::pair{9, 0};  // the sm_90a code runs there alone
 }
 
-Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, int device) {
-  // `automatic` is mma_sync everywhere until the wgmma kernel has passed its twin cases
-  // and timed on a GPU (written 2026-12-02, not yet run: docs/fp4-fragment-kernel.md).
-  if (kernel == Fp4GemmKernel::automatic) return Fp4GemmKernel::mma_sync;
+Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, bool nv, int device) {
+  // `automatic`: dsv4-dev-moe-prefill at 4b66632 on one H200 (bit for bit the decode kernel
+  // on every line): NVFP4 wgmma / mma_sync 1.22-1.26x at 1,024 rows, 1.30-1.43x at 2,048;
+  // MXFP4 (ceb4662) 1.15x at 1,024 uniform rows but 0.91-0.99x skewed and 0.95-1.03x at
+  // 2,048, so MXFP4 keeps mma_sync (bench/RESULTS.md, tenth session).
+  if (kernel == Fp4GemmKernel::automatic)
+    return nv && fp4_wgmma_runs_on(device) ? Fp4GemmKernel::wgmma : Fp4GemmKernel::mma_sync;
   if (kernel == Fp4GemmKernel::wgmma && !fp4_wgmma_runs_on(device)) {
     const auto [major, minor] = compute_capability(device);
     throw Error(cat("expert_fp4_gemm: the wgmma kernel needs a compute capability 9.0 device; device ", device, " is ",
@@ -143,7 +146,7 @@ void routed_fp4_gemm(const RoutedFp4Gemm& c, float* scratch, float* y, int devic
   const auto [xq_f, xs, h, hq_f, hs] = carve(scratch, scratch_parts(c.rows, c.k, c.hidden, c.inter));
   auto* xq = reinterpret_cast<__half*>(xq_f);
   auto* hq = reinterpret_cast<__half*>(hq_f);
-  const Fp4GemmKernel kernel = fp4_gemm_kernel_on(c.kernel, device);
+  const Fp4GemmKernel kernel = fp4_gemm_kernel_on(c.kernel, c.nv, device);
   const ActOrder order = fp4_gemm_act_order(kernel);
   act_fp16_rows(c.x, c.rows, c.hidden, xq, xs, stream, order);
   Fp4GemmArgs a{c.experts, c.tile_expert, c.tile_slot, c.tile_count, c.tiles_max, xq,

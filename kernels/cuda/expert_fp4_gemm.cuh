@@ -40,9 +40,10 @@ struct Fp4GemmArgs {
 
 // Whether `device` runs the sm_90a wgmma kernel (compute capability 9.0).
 bool fp4_wgmma_runs_on(int device);
-// The kernel `automatic` names on `device` (mma_sync until the wgmma kernel has run on a
-// GPU); a named kernel as it is, wgmma refused by name on a device that cannot run it.
-Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, int device);
+// The kernel `automatic` names on `device` for NVFP4 (nv) or MXFP4 experts (wgmma for NVFP4
+// on a 9.0 device, mma_sync otherwise: the measurements at fp4_gemm_kernel_on); a named
+// kernel as it is, wgmma refused by name on a device that cannot run it.
+Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, bool nv, int device);
 // The order of the activation rows the kernel reads: the decode kernel's B-fragment order
 // (mma_sync) or K order (wgmma: its B tiles are 16-byte runs of 8 consecutive k).
 ActOrder fp4_gemm_act_order(Fp4GemmKernel kernel);

@@ -25,8 +25,8 @@ void moe_with(Ops& ops, ExpertKernel kernel, const BlockWeights& b, const float*
 
 // Which kernel computes the native arm's prefill routed experts (CudaOps::moe_gemm,
 // expert_fp4_gemm.cuh): the mma.sync kernel (expert_fp4_gemm.cu, any device) or the wgmma
-// kernel (sm90a/expert_fp4_wgmma.cu, compute capability 9.0 only); `automatic` is mma_sync
-// until the wgmma kernel has run on a GPU (CudaOps::moe_gemm). Both compute the same exact
+// kernel (sm90a/expert_fp4_wgmma.cu, compute capability 9.0 only); `automatic` is wgmma for
+// NVFP4 experts on a 9.0 device and mma_sync otherwise (fp4_gemm_kernel_on). Both compute the same exact
 // products in the same K order (docs/fp4-fragment-kernel.md "The wgmma prefill kernel").
 enum class Fp4GemmKernel { automatic, mma_sync, wgmma };
 

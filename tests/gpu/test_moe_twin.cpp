@@ -563,7 +563,7 @@ void check_gemm_bits(const std::string& what, cuda::Fp4GemmKernel kernel, const 
     return;
   }
   const bool same = want.size() == got.size() && std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0;
-  MESSAGE(what << (same ? ": bit-identical to moe" : ": NOT bit-identical to moe (wgmma's k16 rounding)"));
+  MESSAGE(what << std::string(same ? ": bit-identical to moe" : ": NOT bit-identical to moe (wgmma's k16 rounding)"));
   if (!same) check_close(what + " vs moe", want, got, a.rel_l2, a.max_norm);
 }
 
