@@ -1,7 +1,9 @@
 // dsv4-dev-pdl: what Programmatic Dependent Launch (kernels/cuda/launch.cuh) saves at kernel
 // boundaries, llm.c dev/cuda style. A chain of `links` dependent GEMVs — link i computes
 // x_i = W_i x_{i-1} over its own bf16 matrix W_i [K, K] (K 2048: 8 MB, K 4096: 32 MB; every
-// link streams its own matrix, so nothing is served from the 50 MB L2) — is captured into a
+// link streams its own matrix, so nothing is served from the 50 MB L2; K 256: 128 KB, a link
+// of almost no work, whose time is a dependent kernel's latency in the graph — what each of
+// a decode step's ~20 small kernels a layer costs on its critical path) — is captured into a
 // CUDA graph and replayed three ways:
 //   off           plain launches: each link starts after the previous one has ended;
 //   pdl           the PDL attribute, the link waits (griddepcontrol.wait) before it loads
@@ -115,7 +117,11 @@ cudaGraphExec_t capture(Mode m, const Chain& c, cudaStream_t s) {
   cudaGraph_t g = nullptr;
   cudaGraphExec_t e = nullptr;
   DSV4_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < c.links; ++i) c.k == 2048 ? launch_link<2048>(m, c, i, s) : launch_link<4096>(m, c, i, s);
+  for (int i = 0; i < c.links; ++i) {
+    if (c.k == 256) launch_link<256>(m, c, i, s);
+    else if (c.k == 2048) launch_link<2048>(m, c, i, s);
+    else launch_link<4096>(m, c, i, s);
+  }
   DSV4_CUDA_CHECK(cudaStreamEndCapture(s, &g));
   DSV4_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
   DSV4_CUDA_CHECK(cudaGraphDestroy(g));
@@ -197,7 +203,7 @@ int run(int argc, char** argv) {
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::printf("dsv4-dev-pdl: %d dependent GEMV links per graph, %d replays, %d SMs\n", links, reps, dev::device_sms());
   bool ok = true;
-  for (int k : {2048, 4096}) ok = run_size(k, links, reps, s) && ok;
+  for (int k : {256, 2048, 4096}) ok = run_size(k, links, reps, s) && ok;
   DSV4_CUDA_CHECK(cudaStreamDestroy(s));
   std::printf("%s\n", ok ? "all modes bitwise equal and within the host bound" : "FAILED");
   return ok ? 0 : 1;
