@@ -313,7 +313,9 @@ void CudaOps::hc_pre_norm(const float* h, int s, int hc, int hidden, const HcPar
   if (norm.numel() != hidden)
     throw Error(cat("hc_pre_norm: weight '", norm.name, "' has ", norm.numel(), " elements, rows have ", hidden));
   // One launch for a few rows (hc_pre_norm.cu), else the two ops: the same bits either way.
-  const auto kernel = cuda::HcNormKernel::last_block;
+  // The cluster tail where it takes the shapes (sm_90; Flash at 1-4 rows), else the last block.
+  auto kernel = cuda::HcNormKernel::cluster4;
+  if (!cuda::hc_pre_norm_takes(kernel, s, hc, hidden, m)) kernel = cuda::HcNormKernel::last_block;
   if (!cuda::hc_pre_norm_takes(kernel, s, hc, hidden, m)) {
     hc_pre(h, s, hc, hidden, p, norm_eps, hc_eps, sinkhorn_iters, y, post, comb);
     rmsnorm(y, norm, s, hidden, norm_eps, x);

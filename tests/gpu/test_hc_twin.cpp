@@ -72,9 +72,10 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
 }
 
 // hc_pre_norm (issue 12): on CUDA the bits of hc_pre then rmsnorm, in one launch up to 4
-// rows (a fused kernel of hc_pre_norm.cu: the one CudaOps picks) and by the two ops past that (5 rows); a
-// repeated call the same bits (the last-block ticket is back at 0 after each launch, as a
-// replayed step graph needs); rows vs single rows; against the CPU at hc_pre's bound.
+// rows (hc_pre_norm.cu's cluster kernel on sm_90, here every shape but 5 rows) and by the
+// two ops past that (5 rows); a repeated call the same bits (the last-block ticket is back
+// at 0 after each launch, as a replayed step graph needs); rows vs single rows; against the
+// CPU at hc_pre's bound.
 TEST_CASE("hc_pre_norm twin: hc_pre then rmsnorm as one op, bit for bit; rows vs single rows") {
   constexpr Shape kNormShapes[] = {{kHidden, 3}, {4096, 1}, {4096, 2}, {4096, 3}, {4096, 4}, {4096, 5}};
   for (const Shape& sh : kNormShapes) {
