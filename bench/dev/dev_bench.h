@@ -1,5 +1,5 @@
 // What the dev benchmarks (bench/dev/*.cu, llm.c dev/cuda style) share: the device's
-// multiprocessors, device copies, event timing of a launch, the twin tests' closeness
+// multiprocessors, device copies, event timing of a launch (alone or in a graph), the twin tests' closeness
 // measure and main's error report.
 #pragma once
 #include <cuda_runtime.h>
@@ -58,6 +58,23 @@ float time_launches(Launch launch, int reps, cudaStream_t s) {
   DSV4_CUDA_CHECK(cudaEventDestroy(t0));
   DSV4_CUDA_CHECK(cudaEventDestroy(t1));
   return ms * 1000.0f / reps;
+}
+
+// Mean microseconds of one launch() inside a CUDA graph of `links` of them back to back,
+// replayed reps times after one warm-up (the step graph's setting: launch() sets the
+// attributes, e.g. cuda::set_pdl before the call).
+template <class Launch>
+float time_graph(Launch launch, int links, int reps, cudaStream_t s) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t e = nullptr;
+  DSV4_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < links; ++i) launch();
+  DSV4_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  DSV4_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+  DSV4_CUDA_CHECK(cudaGraphDestroy(g));
+  const float us = time_launches([&] { DSV4_CUDA_CHECK(cudaGraphLaunch(e, s)); }, reps, s) / links;
+  DSV4_CUDA_CHECK(cudaGraphExecDestroy(e));
+  return us;
 }
 
 // Relative L2 and max |err| / max |ref| of got against ref (tests/gpu/twin_harness.h diff).

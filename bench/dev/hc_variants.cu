@@ -12,6 +12,13 @@
 // runs there) timed and compared bit for bit with cpu_hc_post (the shipped kernel's bits:
 // both are the CPU's f32 operations; the shipped one's time: dsv4-bench-ops hc_post); GB/s
 // counts x, res and out once (the floor: 144 MB at 1,024 rows, ~33 us at 4.3 TB/s).
+// hc_pre_norm's fused kernels (issue 12, hc_pre_norm.cuh) at 1, 2 and 4 rows: "last_block"
+// (the one-block tail) is the reference, "cluster4" / "cluster8" (the tail on a thread-block
+// cluster) are compared with it bit for bit (y, x and every partial); each timed as plain
+// back-to-back launches ("us") and as a CUDA graph of 20 launches with the PDL attribute
+// ("graph+pdl": the step graph's setting, the next launch loading its weights while this one
+// runs), its ticket checked back at 0 after both; "clusters resident" is how many of the
+// grid's clusters the device holds at once (fewer than the grid's: the mix runs in two waves).
 // usage: dsv4-dev-hc [reps]
 #include <cuda_runtime.h>
 
@@ -21,12 +28,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/cuda_check.h"
 #include "bench/dev/dev_bench.h"
+#include "base/scalar_formats.h"
 #include "kernels/cpu/hc.h"
+#include "kernels/cuda/hc_pre_norm.cuh"
 #include "kernels/cuda/hc_rows.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace {
 
@@ -38,6 +49,7 @@ using dev::download;
 constexpr int kHc = 4, kHidden = 4096, kMixes = (2 + kHc) * kHc, kSampled = 8, kIters = 20;
 constexpr int64_t kWidth = int64_t{kHc} * kHidden;
 constexpr double kNormEps = 1e-6, kHcEps = 1e-6, kMixBound = 1e-11, kYBound = 1e-6;
+constexpr int kGraphLinks = 20;  // hc_pre_norm launches in its timed graph
 
 // The weights and one problem's rows, on the host and the device.
 struct Problem {
@@ -161,6 +173,79 @@ bool run_post(const Problem& p, int reps, cudaStream_t s, std::mt19937& gen) {
   return bits;
 }
 
+// hc_pre_norm by one fused kernel on p's rows (norm: bf16 [kHidden] on the device).
+struct NormRun {
+  std::vector<double> part;
+  std::vector<float> y, x;
+  float us = 0, graph_us = 0;
+  bool ticket_reset = false;
+};
+NormRun run_norm(cuda::HcNormKernel kernel, const Problem& p, const uint16_t* norm, int reps, cudaStream_t s) {
+  const size_t n_part = cuda::hc_part_count(p.rows, kWidth, kMixes), n_y = static_cast<size_t>(p.rows) * kHidden;
+  double* part = device_alloc<double>(n_part);
+  float *y = device_alloc<float>(n_y), *x = device_alloc<float>(n_y);
+  unsigned* ticket = device_alloc<unsigned>(1);
+  DSV4_CUDA_CHECK(cudaMemset(ticket, 0, sizeof(unsigned)));
+  const cuda::HcPreNormArgs a{p.d_h,       p.rows,   kHc,  kHidden, kMixes, {p.d_fn, false}, {p.d_scale, false},
+                              {p.d_base, false}, {norm, true}, kNormEps, kHcEps, ticket, part, y, x};
+  const auto launch = [&] { cuda::hc_pre_norm_fused(kernel, a, s); };
+  NormRun r;
+  r.us = dev::time_launches(launch, reps, s);
+  cuda::set_pdl(true);
+  r.graph_us = dev::time_graph(launch, kGraphLinks, reps, s);
+  cuda::set_pdl(false);
+  DSV4_CUDA_CHECK(cudaStreamSynchronize(s));
+  r.part = download(part, n_part);
+  r.y = download(y, n_y);
+  r.x = download(x, n_y);
+  r.ticket_reset = download(ticket, 1)[0] == 0;
+  for (void* d : {static_cast<void*>(part), static_cast<void*>(y), static_cast<void*>(x), static_cast<void*>(ticket)})
+    DSV4_CUDA_CHECK(cudaFree(d));
+  return r;
+}
+
+// The fused kernels at 1, 2 and 4 rows, each against last_block (what CudaOps::hc_pre_norm
+// ran before the cluster kernels; the twin test holds it to hc_pre then rmsnorm).
+bool run_pre_norm(int reps, cudaStream_t s, std::mt19937& gen) {
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  std::vector<uint16_t> norm(kHidden);
+  for (uint16_t& w : norm) w = static_cast<uint16_t>(f32_bits(bf16_round(normal(gen))) >> 16);
+  uint16_t* d_norm = device_copy(norm);
+  bool ok = true;
+  for (int rows : {1, 2, 4}) {
+    const Problem p(rows, gen);
+    const NormRun ref = run_norm(cuda::HcNormKernel::last_block, p, d_norm, reps, s);
+    std::printf("rows %5d pre_norm last_block %7.1f us  graph+pdl %7.1f us  =shipped%s\n", rows, ref.us, ref.graph_us,
+                ref.ticket_reset ? "" : " TICKET-NOT-RESET");
+    ok = ok && ref.ticket_reset;
+    struct Variant {
+      cuda::HcNormKernel kernel;
+      const char* name;
+      int cluster;
+    };
+    for (const Variant& v : {Variant{cuda::HcNormKernel::cluster4, "cluster4", 4},
+                             Variant{cuda::HcNormKernel::cluster8, "cluster8", 8}}) {
+      const auto [kernel, name, cluster] = v;
+      if (!cuda::hc_pre_norm_takes(kernel, rows, kHc, kHidden, kMixes)) {
+        std::printf("rows %5d pre_norm %-10s does not take the shape (no clusters on this device?)\n", rows, name);
+        ok = false;
+        continue;
+      }
+      const int resident = cuda::hc_pre_norm_resident_clusters(kernel, rows, kHc, kHidden, kMixes);
+      const NormRun r = run_norm(kernel, p, d_norm, reps, s);
+      const bool bits = same_bits(ref.part, r.part) && same_bits(ref.y, r.y) && same_bits(ref.x, r.x);
+      std::printf("rows %5d pre_norm %-10s %7.1f us  graph+pdl %7.1f us  x%.2f (graph+pdl x%.2f) %s%s  "
+                  "(%d clusters resident, grid %lld)\n",
+                  rows, name, r.us, r.graph_us, ref.us / r.us, ref.graph_us / r.graph_us,
+                  bits ? "bits=shipped" : "BITS-DIFFER-FROM-SHIPPED", r.ticket_reset ? "" : " TICKET-NOT-RESET",
+                  resident, static_cast<long long>(kWidth / 128 / cluster));
+      ok = ok && bits && r.ticket_reset;
+    }
+  }
+  DSV4_CUDA_CHECK(cudaFree(d_norm));
+  return ok;
+}
+
 }  // namespace
 
 int run_all(int argc, char** argv) {
@@ -185,6 +270,7 @@ int run_all(int argc, char** argv) {
              cs.y.within(kYBound);
     if (rows >= 64) all_ok = run_post(p, reps, s, gen) && all_ok;
   }
+  all_ok = run_pre_norm(reps, s, gen) && all_ok;
   DSV4_CUDA_CHECK(cudaStreamDestroy(s));
   std::printf("%s\n", all_ok ? "all ok" : "FAILED");
   return all_ok ? 0 : 1;

@@ -92,7 +92,8 @@ class CudaOps final : public Ops {
 
   void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
               double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb) override;
-  // hc_pre_norm: one launch (and the split) up to a few rows, else hc_pre and rmsnorm (hc.cu).
+  // hc_pre_norm: one launch (hc_pre_norm.cu; and the split) up to a few rows, else hc_pre and
+  // rmsnorm (hc.cu).
   void hc_pre_norm(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
                    double hc_eps, int sinkhorn_iters, const TensorView& norm, float* y, float* post,
                    float* comb, float* x) override;

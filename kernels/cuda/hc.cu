@@ -12,11 +12,11 @@
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/hc_device.cuh"
+#include "kernels/cuda/hc_mix.cuh"
 #include "kernels/cuda/hc_post.cuh"
+#include "kernels/cuda/hc_pre_norm.cuh"
 #include "kernels/cuda/hc_rows.cuh"
-#include "kernels/cuda/last_block.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/cuda/norm.cuh"
 #include "base/error.h"
 
 namespace dsv4 {
@@ -26,71 +26,13 @@ namespace {
 using namespace cuda::hc;
 
 constexpr int kThreads = 256;
-constexpr int kRowTile = 8;        // rows of h a mix-partial block stages at a time
 constexpr int kMixRowBlocks = 16;  // mix-partial blocks per slice: each walks its row tiles
                                    // (fn loaded once per block, not once per 8 rows)
-constexpr int kMaxThreads = 1024;  // one warp per sum where it fits
 constexpr int64_t kHcRowTiledFrom = 64;  // rows from which hc_pre runs hc_rows.cu's kernels
-// The most rows hc_pre_norm runs in one launch: its last block collapses and norms every
-// row alone (~64 KiB of h a Flash row, ~1 us from L2), which beyond a few rows costs more
-// than the two launches it saves (~2.5 us each in a PDL graph); the bits are the same
-// either way, so the row count may pick.
-constexpr int kFusedNormRows = 4;
-constexpr int kMaxWarps = kMaxThreads / cuda::kWarp;
-constexpr int kSumsPerWarp = (kMaxSums + kMaxWarps - 1) / kMaxWarps;
 
 void require_numel(const TensorView& t, int64_t n, const char* what) {
   if (t.numel() != n)
     throw Error(cat(what, ": tensor '", t.name, "' has ", t.numel(), " elements, expected ", n));
-}
-
-// Blocks over (slice, row tile), warp w owning the sums j = w, w + warps, ... (warps =
-// min(m + 1, 32)): part[(t * (m+1) + j) * slices + s] = sum over the slice's columns k of
-// h[t,k] fn[j,k] for j < m, of h[t,k]^2 for j = m. Lane l takes columns l, l+32, l+64, l+96
-// of the slice in ascending order, then the butterfly; f64 (the f32 products are exact in
-// f64; §4.4 step 1 as the CPU's f64 mixes). The warp's fn values are loaded once, before
-// the h tile (one global read of h per block, then shared).
-// The warps past the mix sums (a block sized for another job: hc_pre_norm_kernel) skip them.
-__device__ void mix_partials(const float* h, int64_t rows, int64_t width, const cuda::DenseW& fn, int m,
-                             double* part) {
-  __shared__ float tile[kRowTile * kSlice];  // h[t0 + r, slice columns]
-  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
-  const int warps = min(static_cast<int>(blockDim.x / cuda::kWarp), kMaxWarps);
-  const int64_t slices = gridDim.x, s = blockIdx.x;
-  float w[kSumsPerWarp][kPerLane];
-#pragma unroll
-  for (int q = 0; q < kSumsPerWarp; ++q)
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const int j = warp + q * warps;
-      const int64_t k = s * kSlice + i * cuda::kWarp + lane;
-      w[q][i] = j < m && k < width ? fn.at(j * width + k) : 0.0f;
-    }
-  for (int64_t t0 = int64_t{blockIdx.y} * kRowTile; t0 < rows; t0 += int64_t{gridDim.y} * kRowTile) {
-    __syncthreads();  // the previous tile is read
-    for (int e = threadIdx.x; e < kRowTile * kSlice; e += blockDim.x) {
-      const int64_t t = t0 + e / kSlice, k = s * kSlice + e % kSlice;
-      tile[e] = t < rows && k < width ? h[t * width + k] : 0.0f;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int q = 0; q < kSumsPerWarp; ++q) {
-      const int j = warp + q * warps;
-      if (j > m) break;  // warp-uniform
-#pragma unroll
-      for (int r = 0; r < kRowTile; ++r) {
-        if (t0 + r >= rows) break;  // block-uniform
-        double p = 0.0;
-#pragma unroll
-        for (int i = 0; i < kPerLane; ++i) {
-          const double x = tile[r * kSlice + i * cuda::kWarp + lane];
-          p += x * (j < m ? static_cast<double>(w[q][i]) : x);
-        }
-        p = cuda::warp_sum(p);
-        if (lane == 0) part[((t0 + r) * (m + 1) + j) * slices + s] = p;
-      }
-    }
-  }
 }
 
 __global__ void __launch_bounds__(kMaxThreads)
@@ -235,59 +177,6 @@ hc_apply_kernel(const float* h, const double* part, int64_t slices, int64_t rows
   }
 }
 
-// hc_pre_norm for at most kFusedNormRows rows in one launch (issue 12): the mix partials
-// as hc_mix_partial_kernel (the same grid), then the block that finishes last
-// (cuda::last_block_done) collapses each row as hc_apply_kernel does (raw, pre, the sums)
-// into y and `row`, and norms `row` into x as rmsnorm_kernel does (its kNormThreads take
-// the squares). Block: max(the mix threads, kNormThreads).
-__global__ void __launch_bounds__(kMaxThreads)
-hc_pre_norm_kernel(const float* h, int64_t rows, int hc, int hidden, cuda::DenseW fn, int m, double norm_eps,
-                   SplitArgs a, cuda::DenseW norm, unsigned* ticket, double* part, float* y, float* x) {
-  cuda::pdl_wait();
-  cuda::pdl_launch_dependents();
-  mix_partials(h, rows, int64_t{hc} * hidden, fn, m, part);
-  if (!cuda::last_block_done(ticket, gridDim.x * gridDim.y)) return;
-  extern __shared__ float row[];  // [hidden] the row's y
-  __shared__ double raw[kMaxSums];
-  __shared__ float pre[kMaxHc];
-  __shared__ float red[cuda::kWarp];
-  const int lane = threadIdx.x % cuda::kWarp, warp = threadIdx.x / cuda::kWarp;
-  const int warps = blockDim.x / cuda::kWarp;
-  const int64_t slices = gridDim.x;
-  constexpr int kCols = 2;  // columns a thread loads before it stores (their loads overlap)
-  for (int64_t t = 0; t < rows; ++t) {
-    __syncthreads();  // the previous row's raw, pre and row are read
-    for (int q = warp; q < hc + 1; q += warps) {  // warp-uniform: the pre mixes and the sum of squares
-      const int j = q < hc ? q : m;
-      const double r = mix_sum(part, slices, t, m, j, /*via_l2=*/true);
-      if (lane == 0) raw[j] = r;
-    }
-    __syncthreads();
-    if (threadIdx.x < hc) pre[threadIdx.x] = collapse_pre(raw, mix_rs(raw, m, hc, hidden, norm_eps), threadIdx.x, a);
-    __syncthreads();
-    for (int d0 = threadIdx.x; d0 < hidden; d0 += kCols * blockDim.x) {
-      float xs[kCols][kMaxHc];
-#pragma unroll
-      for (int i = 0; i < kCols; ++i)
-#pragma unroll
-        for (int c = 0; c < kMaxHc; ++c) {
-          const int d = d0 + i * blockDim.x;
-          xs[i][c] = d < hidden && c < hc ? h[(t * hc + c) * hidden + d] : 0.0f;
-        }
-#pragma unroll
-      for (int i = 0; i < kCols; ++i) {
-        const int d = d0 + i * blockDim.x;
-        if (d >= hidden) break;
-        const float v = collapse_sum(pre, xs[i], hc);
-        y[t * hidden + d] = v;
-        row[d] = v;
-      }
-    }
-    __syncthreads();
-    cuda::block_rmsnorm(row, norm, true, hidden, norm_eps, x + t * hidden, red, cuda::kNormThreads);
-  }
-}
-
 // §4.5: out[t,k,d] = post[t,k] x[t,d] + sum_j comb[t,j,k] res[t,j,d], j ascending. Thread
 // (column d, row t) reads x[t,d] and the hc values res[t,:,d] once and writes the hc outputs
 // out[t,:,d]; blocks span the columns (grid.x) and the rows (grid.y, looping past 65535).
@@ -420,27 +309,29 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
 void CudaOps::hc_pre_norm(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
                           double hc_eps, int sinkhorn_iters, const TensorView& norm, float* y, float* post,
                           float* comb, float* x) {
-  if (s > kFusedNormRows) {
+  const int m = hc_pre_mixes(p, hc, hidden, sinkhorn_iters);
+  if (norm.numel() != hidden)
+    throw Error(cat("hc_pre_norm: weight '", norm.name, "' has ", norm.numel(), " elements, rows have ", hidden));
+  // One launch for a few rows (hc_pre_norm.cu), else the two ops: the same bits either way.
+  // The cluster tail where it takes the shapes (sm_90; Flash at 1-4 rows), else the last block.
+  auto kernel = cuda::HcNormKernel::cluster4;
+  if (!cuda::hc_pre_norm_takes(kernel, s, hc, hidden, m)) kernel = cuda::HcNormKernel::last_block;
+  if (!cuda::hc_pre_norm_takes(kernel, s, hc, hidden, m)) {
     hc_pre(h, s, hc, hidden, p, norm_eps, hc_eps, sinkhorn_iters, y, post, comb);
     rmsnorm(y, norm, s, hidden, norm_eps, x);
     return;
   }
-  const int m = hc_pre_mixes(p, hc, hidden, sinkhorn_iters);
   const int64_t width = static_cast<int64_t>(hc) * hidden, slices = slices_of(width);
-  if (norm.numel() != hidden)
-    throw Error(cat("hc_pre_norm: weight '", norm.name, "' has ", norm.numel(), " elements, rows have ", hidden));
-  if (s == 0) return;
   activate();
   join_split();  // the previous split still reads hc_part and writes its post / comb
   const SplitArgs a{dense(p.scale, 3), dense(p.base, m), hc_eps, sinkhorn_iters, post, comb};
-  const size_t parts = static_cast<size_t>(s) * (m + 1) * slices;
-  double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
-  const size_t smem = static_cast<size_t>(hidden) * sizeof(float);
-  allow_smem(reinterpret_cast<const void*>(hc_pre_norm_kernel), smem);
-  const int threads = std::max(cuda::kWarp * std::min(m + 1, kMaxWarps), cuda::kNormThreads);
-  const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>((s + kRowTile - 1) / kRowTile));
-  cuda::launch(hc_pre_norm_kernel, grid, threads, smem, stream_, h, int64_t{s}, hc, hidden, dense(p.fn, width), m,
-               norm_eps, a, dense(norm, hidden), ticket(Ticket::hc_pre_norm), part, y, x);
+  double* part = static_cast<double*>(scratch(Slot::hc_part, cuda::hc_part_count(s, width, m) * sizeof(double)));
+  auto weight = [](const cuda::DenseW& w) { return cuda::HcWeight{w.p, w.bf16}; };
+  cuda::hc_pre_norm_fused(kernel,
+                          cuda::HcPreNormArgs{h, s, hc, hidden, m, weight(dense(p.fn, width)), weight(a.scale),
+                                              weight(a.base), weight(dense(norm, hidden)), norm_eps, hc_eps,
+                                              ticket(Ticket::hc_pre_norm), part, y, x},
+                          stream_);
   launch_split(stream_, SplitLaunch{split_stream_, split_fork_, split_done_}, part, slices, s, hc, hidden, m,
                norm_eps, a);
   split_pending_ = true;

@@ -41,10 +41,12 @@ __device__ inline double mix_rs(const double* raw, int m, int hc, int hidden, do
 }
 
 // pre[c] = sigma(mix(c) scale[0] + base[c]) + hc_eps rounded to f32 (§4.4 step 2 / §4.25
-// step 2), mix(c) = raw[c] * rs.
+// step 2), mix(c) = raw[c] * rs; the second form takes scale[0] and base[c] already loaded.
+__device__ inline float collapse_pre(double mix, float scale0, float base_c, double hc_eps) {
+  return static_cast<float>(sigmoid(mix * static_cast<double>(scale0) + base_c) + hc_eps);
+}
 __device__ inline float collapse_pre(const double* raw, double rs, int c, const SplitArgs& a) {
-  return static_cast<float>(sigmoid((raw[c] * rs) * static_cast<double>(a.scale.at(0)) + a.base.at(c)) +
-                            a.hc_eps);
+  return collapse_pre(raw[c] * rs, a.scale.at(0), a.base.at(c), a.hc_eps);
 }
 
 // y[t, d] = sum_c pre[c] h[t, c, d] in ascending c, f32 (§4.4 step 3).

@@ -71,22 +71,37 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when it is on;
-// a bad launch throws at the call (DSV4_CUDA_CHECK).
+// kernel<<<grid, block, smem, stream>>>(args...) in thread-block clusters of `cluster`
+// blocks along x (sm_90; 1: none), with the PDL attribute when it is on; a bad launch
+// throws at the call (DSV4_CUDA_CHECK).
 template <class... Params, class... Args>
-void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-            Args&&... args) {
-  cudaLaunchAttribute pdl{};
-  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl.val.programmaticStreamSerializationAllowed = 1;
+void launch_clusters(unsigned cluster, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                     cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attrs[2]{};
+  unsigned n = 0;
+  if (pdl_flag()) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n++].val.clusterDim = {cluster, 1, 1};
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
-  config.attrs = &pdl;
-  config.numAttrs = pdl_flag() ? 1 : 0;
+  config.attrs = attrs;
+  config.numAttrs = n;
   DSV4_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+// The same without clusters.
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            Args&&... args) {
+  launch_clusters(1, kernel, grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
 }  // namespace dsv4::cuda

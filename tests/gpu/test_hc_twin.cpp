@@ -3,8 +3,11 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <string>
 
+#include "base/cuda_check.h"
+#include "kernels/cuda/hc_pre_norm.cuh"
 #include "kernels/cuda/hc_rows.cuh"
 #include "tests/gpu/twin_harness.h"
 
@@ -69,11 +72,12 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
 }
 
 // hc_pre_norm (issue 12): on CUDA the bits of hc_pre then rmsnorm, in one launch up to 4
-// rows (the last block collapses and norms) and by the two ops past that (5 rows); a
-// repeated call the same bits (the last-block ticket is back at 0 after each launch, as a
-// replayed step graph needs); rows vs single rows; against the CPU at hc_pre's bound.
+// rows (hc_pre_norm.cu's cluster kernel on sm_90, here every shape but 5 rows) and by the
+// two ops past that (5 rows); a repeated call the same bits (the last-block ticket is back
+// at 0 after each launch, as a replayed step graph needs); rows vs single rows; against the
+// CPU at hc_pre's bound.
 TEST_CASE("hc_pre_norm twin: hc_pre then rmsnorm as one op, bit for bit; rows vs single rows") {
-  constexpr Shape kNormShapes[] = {{kHidden, 3}, {4096, 1}, {4096, 2}, {4096, 4}, {4096, 5}};
+  constexpr Shape kNormShapes[] = {{kHidden, 3}, {4096, 1}, {4096, 2}, {4096, 3}, {4096, 4}, {4096, 5}};
   for (const Shape& sh : kNormShapes) {
     Backends b;
     Rng rng(25);
@@ -119,6 +123,67 @@ TEST_CASE("hc_pre_norm twin: hc_pre then rmsnorm as one op, bit for bit; rows vs
       check_bitwise(std::string("hc_pre_norm ") + names[i] + " rows vs single rows" + at, get(b, *fused[i], kGpu),
                     get(b, *single[i], kGpu));
   }
+}
+
+// Each fused kernel (cuda::HcNormKernel, whichever CudaOps::hc_pre_norm runs) called
+// directly: y, x the bits of hc_pre then rmsnorm on CUDA at 1..4 rows, the ticket back at 0.
+// Hidden 256 (8 slices: one cluster of 8, two of 4), 102 (4 slices: cluster4 only; its
+// blocks 2 and 3 have no rmsnorm column: warp partials 0 as the op's idle threads) and Flash.
+TEST_CASE("hc_pre_norm twin kernels: last_block, cluster4, cluster8 each hc_pre then rmsnorm, bit for bit") {
+  const cuda::HcNormKernel kernels[] = {cuda::HcNormKernel::last_block, cuda::HcNormKernel::cluster4,
+                                        cuda::HcNormKernel::cluster8};
+  const char* kernel_names[] = {"last_block", "cluster4", "cluster8"};
+  for (int hidden : {kHidden, 102, 4096})
+    for (int rows = 1; rows <= 4; ++rows) {
+      Backends b;
+      Rng rng(26);
+      Store store;
+      const int m = (2 + kHc) * kHc;
+      const int64_t width = int64_t{kHc} * hidden;
+      const HcParams p = hc_params(store, rng, hidden);
+      std::vector<float> wv = rng.normals(static_cast<size_t>(hidden), 0.5f);
+      const TensorView norm = store.bf16("attn_norm.weight", {hidden}, wv);  // wv: the stored values
+      auto stored = [](const TensorView& t) {  // an f32 tensor's values (data may be unaligned)
+        std::vector<float> v(static_cast<size_t>(t.numel()));
+        std::memcpy(v.data(), t.data, v.size() * sizeof(float));
+        return v;
+      };
+      const PairF fn = put(b, stored(p.fn)), base = put(b, stored(p.base)), scale = put(b, stored(p.scale));
+      const PairF w = put(b, wv), h = put(b, rng.normals(static_cast<size_t>(rows * width)));
+      PairF cy = zeros(b, rows * hidden), cx = zeros(b, rows * hidden), post = zeros(b, rows * kHc),
+            comb = zeros(b, rows * kHc * kHc);
+      b.gpu->hc_pre(h[kGpu], rows, kHc, hidden, p, 1e-6, 1e-6, 20, cy[kGpu], post[kGpu], comb[kGpu]);
+      b.gpu->rmsnorm(cy[kGpu], norm, rows, hidden, 1e-6, cx[kGpu]);
+      const std::string at = " hidden " + std::to_string(hidden) + " rows " + std::to_string(rows);
+      for (int k = 0; k < 3; ++k) {
+        if (!cuda::hc_pre_norm_takes(kernels[k], rows, kHc, hidden, m)) {
+          MESSAGE((std::string(kernel_names[k]) + " does not take" + at));
+          continue;
+        }
+        PairF y = zeros(b, rows * hidden), x = zeros(b, rows * hidden);
+        unsigned* ticket = nullptr;
+        double* part = nullptr;
+        DSV4_CUDA_CHECK(cudaMalloc(&ticket, sizeof(unsigned)));
+        DSV4_CUDA_CHECK(cudaMemset(ticket, 0, sizeof(unsigned)));
+        DSV4_CUDA_CHECK(cudaMalloc(&part, cuda::hc_part_count(rows, width, m) * sizeof(double)));
+        b.gpu->synchronize();
+        for (int call = 0; call < 2; ++call)  // a second call: the ticket was reset
+          cuda::hc_pre_norm_fused(kernels[k],
+                                  cuda::HcPreNormArgs{h[kGpu], rows, kHc, hidden, m, {fn[kGpu], false},
+                                                      {scale[kGpu], false}, {base[kGpu], false}, {w[kGpu], false},
+                                                      1e-6, 1e-6, ticket, part, y[kGpu], x[kGpu]},
+                                  nullptr);
+        DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+        unsigned left = 1;
+        DSV4_CUDA_CHECK(cudaMemcpy(&left, ticket, sizeof(unsigned), cudaMemcpyDeviceToHost));
+        CHECK_MESSAGE(left == 0, (std::string(kernel_names[k]) + " ticket not reset" + at));
+        const std::string what = std::string(" by ") + kernel_names[k] + " vs hc_pre, rmsnorm" + at;
+        check_bitwise("hc_pre_norm y" + what, get(b, cy, kGpu), get(b, y, kGpu));
+        check_bitwise("hc_pre_norm x" + what, get(b, cx, kGpu), get(b, x, kGpu));
+        DSV4_CUDA_CHECK(cudaFree(ticket));
+        DSV4_CUDA_CHECK(cudaFree(part));
+      }
+    }
 }
 
 // The small case, then Flash (hidden 4096) as a decode row, a verify round and a prefill's
