@@ -94,20 +94,18 @@ __device__ inline int warp_row(int w) {
   return kMmaRows * (Up ? w % (kWarps / 2) : w);
 }
 
-// f(std::integral_constant<int, T>{}) for T = used (1-8): a policy's multiply compiled for
-// its n8 tile count, no tile loop with a break (uniform over the block, as used is).
-template <class F>
+// f(std::integral_constant<int, T>{}) for the least T of 1 .. kMax with used <= T, kMax
+// for every used above kMax - 1: a policy's multiply compiled for its n8 tile count
+// (uniform over the block, as used is), chosen by T compares (the jump table of a switch
+// took 23 instructions a chunk).
+template <int kMax, int T = 1, class F>
 __device__ inline void with_tiles(int used, F&& f) {
-  switch (used) {
-    case 1: return f(std::integral_constant<int, 1>{});
-    case 2: return f(std::integral_constant<int, 2>{});
-    case 3: return f(std::integral_constant<int, 3>{});
-    case 4: return f(std::integral_constant<int, 4>{});
-    case 5: return f(std::integral_constant<int, 5>{});
-    case 6: return f(std::integral_constant<int, 6>{});
-    case 7: return f(std::integral_constant<int, 7>{});
-    default: return f(std::integral_constant<int, kNt>{});
-  }
+  if constexpr (T == kMax)
+    f(std::integral_constant<int, T>{});
+  else if (used <= T)
+    f(std::integral_constant<int, T>{});
+  else
+    with_tiles<kMax, T + 1>(used, f);
 }
 
 // A block's walk: item `it` (>= items: past its last) at chunk c.

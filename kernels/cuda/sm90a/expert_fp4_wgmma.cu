@@ -220,7 +220,7 @@ struct WgmmaPolicy {
   __device__ static void chunk(const Stage& st, int warp, bool active, bool group_active, int used,
                                float (&acc)[kNt][4]) {
     if (!group_active) return;  // uniform over the warpgroup (as used is over the block)
-    with_tiles(used, [&](auto t) { wgmma_chunk<decltype(t)::value, NV>(st, warp, active, acc); });
+    with_tiles<kNt>(used, [&](auto t) { wgmma_chunk<decltype(t)::value, NV>(st, warp, active, acc); });
   }
 };
 static_assert(WgmmaPolicy::kActU4 * sizeof(uint4) >= kTileSlots * kChunk * 2, "a stage holds a tile's chunk");
