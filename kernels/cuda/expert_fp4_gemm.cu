@@ -47,9 +47,11 @@ struct MmaSyncPolicy {
   __device__ static int act_at(int col, int piece) { return piece % 4 * kActPlane + col * 4 + piece / 4; }
   __device__ static void staged() {}
 
-  template <bool NV>
-  __device__ static void chunk(const Stage& st, int warp, bool active, bool, int used, float (&acc)[kNt][4]) {
-    if (!active) return;
+  // acc[n] += the chunk's products for n8 tiles n < min(T, used) (one mma per tile and
+  // step, each tile's B uint4 of a step pair by one lds128). The tile loops break at used:
+  // none is left where used is T at compile time.
+  template <int T, bool NV>
+  __device__ static void chunk_of(const Stage& st, int warp, int used, float (&acc)[kNt][4]) {
     using Scales = std::conditional_t<NV, uint4, uint2>;
     const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
     float chunk[kNt][4] = {};
@@ -62,17 +64,31 @@ struct MmaSyncPolicy {
         const FragPair f = frag_step_pair<NV>(unit, sc, u, p);
         const uint4* b = st.act + (2 * u + p) * kActPlane + g * 4 + t;  // column 8n + g, lane t
 #pragma unroll
-        for (int n = 0; n < kNt; ++n) {
+        for (int n = 0; n < T; ++n) {
           if (n >= used) break;  // uniform over the block
           frag_pair_mma<NV>(f, lds128(b + n * kMmaCols * 4), chunk[n]);
         }
       }
     }
 #pragma unroll
-    for (int n = 0; n < kNt; ++n) {
+    for (int n = 0; n < T; ++n) {
       if (n >= used) break;
       frag_chunk_scaled<NV>(st.act_scale + n * kMmaCols, chunk[n], acc[n]);
     }
+  }
+
+  // 1-4 n8 tiles compiled for their count; 5-8 share one body with the loops' breaks (a
+  // body for each of them spilled the walk's registers: 32-184 bytes, reloaded every chunk).
+  template <bool NV>
+  __device__ static void chunk(const Stage& st, int warp, bool active, bool, int used, float (&acc)[kNt][4]) {
+    if (!active) return;
+    with_tiles<5>(used, [&](auto tiles) {
+      constexpr int T = decltype(tiles)::value;
+      if constexpr (T < 5)
+        chunk_of<T, NV>(st, warp, T, acc);
+      else
+        chunk_of<kNt, NV>(st, warp, used, acc);
+    });
   }
 };
 

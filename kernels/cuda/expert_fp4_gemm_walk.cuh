@@ -94,6 +94,20 @@ __device__ inline int warp_row(int w) {
   return kMmaRows * (Up ? w % (kWarps / 2) : w);
 }
 
+// f(std::integral_constant<int, T>{}) for the least T of 1 .. kMax with used <= T, kMax
+// for every used above kMax - 1: a policy's multiply compiled for its n8 tile count
+// (uniform over the block, as used is), chosen by T compares (the jump table of a switch
+// took 23 instructions a chunk).
+template <int kMax, int T = 1, class F>
+__device__ inline void with_tiles(int used, F&& f) {
+  if constexpr (T == kMax)
+    f(std::integral_constant<int, T>{});
+  else if (used <= T)
+    f(std::integral_constant<int, T>{});
+  else
+    with_tiles<kMax, T + 1>(used, f);
+}
+
 // A block's walk: item `it` (>= items: past its last) at chunk c.
 struct Walk {
   int64_t it;
@@ -139,7 +153,23 @@ __device__ inline void item_copies(const Fp4GemmArgs& a, int64_t it, int64_t m_i
   cp.scales = r0 < a.m && lane < 8 ? f.scales + (b * chunks * 8 + lane) * kScaleBytes<NV> : nullptr;
 }
 
-// Every thread: its copies of chunk c into stage st.
+// cp.async (PTX ISA "cp.async") of Bytes (16 by .cg, 4 by .ca) global -> shared, zeros
+// when code < 0: PTX's ignore-src predicate set from the copy's code in the instruction
+// (cp_async's size register cost the SASS 3 instructions a copy to derive and test).
+template <int Bytes>
+__device__ inline void cp_async_unless(void* dst, const void* src, int32_t code) {
+  static_assert(Bytes == 16 || Bytes == 4, "the walk copies 16 or 4 bytes");
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  if constexpr (Bytes == 16)
+    asm volatile("{\n.reg .pred z;\nsetp.lt.s32 z, %2, 0;\ncp.async.cg.shared.global [%0], [%1], 16, z;\n}\n" ::"r"(d),
+                 "l"(src), "r"(code));
+  else
+    asm volatile("{\n.reg .pred z;\nsetp.lt.s32 z, %2, 0;\ncp.async.ca.shared.global [%0], [%1], 4, z;\n}\n" ::"r"(d),
+                 "l"(src), "r"(code));
+}
+
+// Every thread: its copies of chunk c into stage st (a zero-filled copy's source is the
+// column's chunk-c place of row 0, never read).
 template <class P, bool NV>
 __device__ inline void stage_copies(const Fp4GemmArgs& a, const Copies& cp, int c, const Stage& st) {
   const int i = threadIdx.x, lane = i % kWarp, warp = i / kWarp;
@@ -148,11 +178,11 @@ __device__ inline void stage_copies(const Fp4GemmArgs& a, const Copies& cp, int 
   for (int h = 0; h < Copies::kAct; ++h) {
     const int e = i + h * kThreads;
     if (cp.act[h] != -2)
-      cp_async<16>(st.act + P::act_at(e / kPieces, e % kPieces),
-                   act + (cp.act[h] >= 0 ? cp.act[h] + c * (kChunk / 8) : 0), cp.act[h] >= 0);
+      cp_async_unless<16>(st.act + P::act_at(e / kPieces, e % kPieces), act + (max(cp.act[h], 0) + c * (kChunk / 8)),
+                          cp.act[h]);
   }
   if (cp.act_scale != -2)
-    cp_async<4>(st.act_scale + i, a.act_scale + (cp.act_scale >= 0 ? cp.act_scale + c : 0), cp.act_scale >= 0);
+    cp_async_unless<4>(st.act_scale + i, a.act_scale + (max(cp.act_scale, 0) + c), cp.act_scale);
   if (cp.codes) {
 #pragma unroll
     for (int u = 0; u < kUnits; ++u)

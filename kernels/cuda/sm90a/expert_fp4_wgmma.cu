@@ -121,24 +121,34 @@ __device__ inline void wgmma_f16(float (&d)[kNt][4], const uint32_t (&a)[4], uin
 #undef DSV4_WG_IN
 #undef DSV4_WG_D
 
-// The shared-memory matrix descriptor of step st's B (no swizzle, K-major; the layout above).
-__device__ inline uint64_t b_descriptor(const uint4* act, int st) {
-  const auto at = static_cast<uint32_t>(__cvta_generic_to_shared(act + 2 * st * kPlane));
-  constexpr uint64_t kLbo = kPlane * sizeof(uint4) >> 4, kSbo = kMmaCols * sizeof(uint4) >> 4;
-  return uint64_t{(at & 0x3FFFFu) >> 4} | kLbo << 16 | kSbo << 32;
-}
+// The shared-memory matrix descriptors of a stage's B (no swizzle, K-major; the layout
+// above): start address >> 4 in bits 0-13, leading byte offset (the K half) >> 4 at 16,
+// stride byte offset (the next 8 columns) >> 4 at 32. Made once a chunk from the stage's
+// address; step st's (column 8 T0 on) is a compile-time offset of its low word: the
+// shared window is below 2^18 bytes, so the start field never carries (the SASS had
+// recomputed and masked the address for each wgmma: 7 instructions, now 1-3).
+struct BDesc {
+  uint32_t lo;  // the stage's start >> 4 and the leading byte offset
+  __device__ explicit BDesc(const uint4* act)
+      : lo(((static_cast<uint32_t>(__cvta_generic_to_shared(act)) & 0x3FFFFu) >> 4) |
+           (kPlane * sizeof(uint4) >> 4) << 16) {}
+  // Step st's descriptor at the stage's column 8 t0.
+  __device__ uint64_t at(int st, int t0 = 0) const {
+    constexpr uint64_t kSbo = kMmaCols * sizeof(uint4) >> 4;
+    return uint64_t{lo + static_cast<uint32_t>(2 * st * kPlane + t0 * kMmaCols)} | kSbo << 32;
+  }
+};
 
 // MXFP4: one 32-group (steps st, st + 1 of pair f) of n8 tiles [T0, T0 + T) into chunk:
 // from zero in d, then chunk = fma(group scale, d, chunk) (frag_pair_mma).
 template <int T0, int T>
-__device__ inline void wgmma_group(const FragPair& f, const uint4* act, int st, float (&chunk)[kNt][4]) {
-  constexpr uint64_t kCols = T0 * kMmaCols * sizeof(uint4) >> 4;  // the descriptor's start at column 8 T0
+__device__ inline void wgmma_group(const FragPair& f, const BDesc& b, int st, float (&chunk)[kNt][4]) {
   float d[kNt][4];
 #pragma unroll
   for (int n = 0; n < T; ++n) d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.0f;
   wgmma_fence();
-  wgmma_f16<T>(d, f.a[0], b_descriptor(act, st) + kCols);
-  wgmma_f16<T>(d, f.a[1], b_descriptor(act, st + 1) + kCols);
+  wgmma_f16<T>(d, f.a[0], b.at(st, T0));
+  wgmma_f16<T>(d, f.a[1], b.at(st + 1, T0));
   wgmma_commit();
   wgmma_wait<0>();
   fence_operands<T>(d);
@@ -153,10 +163,10 @@ __device__ inline void wgmma_group(const FragPair& f, const uint4* act, int st, 
 
 // The group's n8 tiles [T0, T) in column blocks of B tiles (the last possibly fewer).
 template <int T0, int T, int B>
-__device__ inline void wgmma_groups(const FragPair& f, const uint4* act, int st, float (&chunk)[kNt][4]) {
+__device__ inline void wgmma_groups(const FragPair& f, const BDesc& b, int st, float (&chunk)[kNt][4]) {
   constexpr int kHere = T - T0 < B ? T - T0 : B;
-  wgmma_group<T0, kHere>(f, act, st, chunk);
-  if constexpr (T0 + kHere < T) wgmma_groups<T0 + kHere, T, B>(f, act, st, chunk);
+  wgmma_group<T0, kHere>(f, b, st, chunk);
+  if constexpr (T0 + kHere < T) wgmma_groups<T0 + kHere, T, B>(f, b, st, chunk);
 }
 
 // acc[n] += the chunk's products of the warp's rows with n8 tile n < T (the warpgroup's
@@ -170,6 +180,7 @@ __device__ inline void wgmma_chunk(const Stage& st, int warp, bool active, float
   using Scales = std::conditional_t<NV, uint4, uint2>;
   const int lane = threadIdx.x % kWarp, g = lane / 4;
   const Scales sc = active ? reinterpret_cast<const Scales*>(st.scales)[warp * 8 + g] : Scales{};
+  const BDesc b(st.act);
   float chunk[kNt][4];
 #pragma unroll
   for (int n = 0; n < T; ++n) chunk[n][0] = chunk[n][1] = chunk[n][2] = chunk[n][3] = 0.0f;
@@ -182,12 +193,12 @@ __device__ inline void wgmma_chunk(const Stage& st, int warp, bool active, float
       const int step = 4 * u + 2 * p;
       if constexpr (NV) {
         wgmma_fence();
-        wgmma_f16<T>(chunk, f.a[0], b_descriptor(st.act, step));
-        wgmma_f16<T>(chunk, f.a[1], b_descriptor(st.act, step + 1));
+        wgmma_f16<T>(chunk, f.a[0], b.at(step));
+        wgmma_f16<T>(chunk, f.a[1], b.at(step + 1));
         wgmma_commit();
         wgmma_wait<1>();
       } else {
-        wgmma_groups<0, T, (T <= 4 ? T : 2)>(f, st.act, step, chunk);
+        wgmma_groups<0, T, (T <= 4 ? T : 2)>(f, b, step, chunk);
       }
     }
   }
@@ -209,16 +220,7 @@ struct WgmmaPolicy {
   __device__ static void chunk(const Stage& st, int warp, bool active, bool group_active, int used,
                                float (&acc)[kNt][4]) {
     if (!group_active) return;  // uniform over the warpgroup (as used is over the block)
-    switch (used) {
-      case 1: return wgmma_chunk<1, NV>(st, warp, active, acc);
-      case 2: return wgmma_chunk<2, NV>(st, warp, active, acc);
-      case 3: return wgmma_chunk<3, NV>(st, warp, active, acc);
-      case 4: return wgmma_chunk<4, NV>(st, warp, active, acc);
-      case 5: return wgmma_chunk<5, NV>(st, warp, active, acc);
-      case 6: return wgmma_chunk<6, NV>(st, warp, active, acc);
-      case 7: return wgmma_chunk<7, NV>(st, warp, active, acc);
-      default: return wgmma_chunk<8, NV>(st, warp, active, acc);
-    }
+    with_tiles<kNt>(used, [&](auto t) { wgmma_chunk<decltype(t)::value, NV>(st, warp, active, acc); });
   }
 };
 static_assert(WgmmaPolicy::kActU4 * sizeof(uint4) >= kTileSlots * kChunk * 2, "a stage holds a tile's chunk");
