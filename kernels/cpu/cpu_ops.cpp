@@ -71,10 +71,14 @@ class CpuOps final : public Ops {
                 const int32_t* positions, bool inverse) override {
     cpu_rope(v, rows, heads, dim, t, positions, inverse);
   }
-  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
-                         const int32_t* positions) override {
+  void head_rms_rope(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                     const int32_t* positions) override {
     cpu_head_rms(v, rows * heads, dim, eps);
     cpu_rope(v, rows, heads, dim, t, positions, false);
+  }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                         const int32_t* positions) override {
+    head_rms_rope(v, rows, heads, dim, eps, t, positions);
   }
   void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                              const int32_t* positions) override {

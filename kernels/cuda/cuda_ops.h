@@ -83,6 +83,8 @@ class CudaOps final : public Ops {
             const int32_t* positions, bool inverse) override;
   void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                 const int32_t* positions, bool inverse) override;
+  void head_rms_rope(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                     const int32_t* positions) override;
   void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
                          const int32_t* positions) override;
   void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
