@@ -88,6 +88,10 @@ class CpuOps final : public Ops {
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override {
     cpu_kv_act_quant(v, rows, dim, rd, variant);
   }
+  void finish_kv(float* kv, const TensorView& norm, int rows, int dim, double eps, const RopeTable& rope,
+                 const int32_t* positions, KvQuant variant) override {
+    cpu_finish_kv(cache_, kv, norm, rows, dim, eps, rope, positions, variant);
+  }
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override {
     cpu_hadamard_fp4(v, vectors, dim, fp4);
   }

@@ -90,6 +90,8 @@ class CudaOps final : public Ops {
   void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                              const int32_t* positions) override;
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override;
+  void finish_kv(float* kv, const TensorView& norm, int rows, int dim, double eps, const RopeTable& rope,
+                 const int32_t* positions, KvQuant variant) override;
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
 
   void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,

@@ -129,21 +129,20 @@ void check_rope_dims(int rd, int dim) {
   DSV4_CHECK(rd > 0 && rd % 2 == 0 && rd <= dim, "rope_dim=", rd, " dim=", dim);
 }
 
-// Host positions [rows] inside the table (their *_dev ops give NaN rope dims instead).
-void check_positions(const char* op, const RopeTable& t, const int32_t* positions, int rows) {
+}  // namespace
+
+void check_rope_positions(const char* op, const RopeTable& t, const int32_t* positions, int rows) {
   for (int r = 0; r < rows; ++r)
     if (positions[r] < 0 || positions[r] >= t.positions)
       throw Error(cat(op, ": position ", positions[r], " (row ", r, ") outside the table of ", t.positions,
                       " positions"));
 }
 
-}  // namespace
-
 void CudaOps::rope(float* v, int rows, int heads, int dim, const RopeTable& t,
                    const int32_t* positions, bool inverse) {
   const int rd = t.rope_dim;
   check_rope_dims(rd, dim);
-  check_positions("rope", t, positions, rows);
+  check_rope_positions("rope", t, positions, rows);
   if (rows == 0 || heads == 0) return;
   activate();
   rope_dev(v, rows, heads, dim, t, stage_i32(Slot::host_args, positions, static_cast<size_t>(rows)),
@@ -167,7 +166,7 @@ void CudaOps::rope_dev(float* v, int rows, int heads, int dim, const RopeTable& 
 void CudaOps::head_rms_rope(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
                             const int32_t* positions) {
   check_rope_dims(t.rope_dim, dim);
-  check_positions("head_rms_rope", t, positions, rows);
+  check_rope_positions("head_rms_rope", t, positions, rows);
   if (rows == 0 || heads == 0) return;
   activate();
   head_rms_rope_dev(v, rows, heads, dim, eps, t,

@@ -44,4 +44,34 @@ TEST_CASE("head_rms_rope twin: head_rms then rope as one op at a prefill's rows,
   CHECK_THROWS_AS(b.gpu->head_rms_rope(v[kGpu], 1, 1, 512, 1e-6, table, bad.data()), Error);
 }
 
+// Flash kv (D 512, rope 64), both quantizer variants.
+TEST_CASE("finish_kv twin: rmsnorm, rope and kv_act_quant as one op at a prefill's rows, bit for bit") {
+  Backends b;
+  Rng rng(132);
+  Store store;
+  const int dim = 512;
+  const TensorView norm = store.f32("attn.kv_norm.weight", {dim}, rng.normals(dim, 0.5f));
+  const RopeTable rope = make_rope_table(10000.0, 64, 70000, nullptr);
+  for (KvQuant variant : {KvQuant::clamp, KvQuant::e4m3})
+    for (int rows : kRowCounts) {
+      INFO("variant " << static_cast<int>(variant) << " rows " << rows);
+      const std::vector<int32_t> pos = consecutive(rows, rng.uniform_int(0, 60000));
+      const std::vector<float> kv0 = rng.normals(static_cast<size_t>(rows) * dim, 3.0f);
+      PairF kv = put(b, kv0), chain = put(b, kv0);
+      Ops& gpu = *b.gpu;
+      gpu.rmsnorm(chain[kGpu], norm, rows, dim, 1e-6, chain[kGpu]);
+      gpu.rope(chain[kGpu], rows, 1, dim, rope, pos.data(), false);
+      gpu.kv_act_quant(chain[kGpu], rows, dim, rope.rope_dim, variant);
+      for (int s : {kCpu, kGpu}) b.at(s).finish_kv(kv[s], norm, rows, dim, 1e-6, rope, pos.data(), variant);
+      const std::vector<float> got = get(b, kv, kGpu);
+      check_bitwise("finish_kv vs rmsnorm, rope, kv_act_quant (cuda)", get(b, chain, kGpu), got);
+      // As the finish_kv_at twin: the rmsnorm twin's bound; e4m3 a rare flip at a rounding boundary.
+      const bool e4m3 = variant == KvQuant::e4m3;
+      check_close("finish_kv twin", get(b, kv, kCpu), got, e4m3 ? 5e-2 : 1e-6, e4m3 ? 0.25 : 1e-6);
+    }
+  std::vector<int32_t> bad = {-1};
+  PairF v = put(b, rng.normals(dim));
+  CHECK_THROWS_AS(b.gpu->finish_kv(v[kGpu], norm, 1, dim, 1e-6, rope, bad.data(), KvQuant::clamp), Error);
+}
+
 }  // namespace dsv4::twin

@@ -67,6 +67,10 @@ class TracingOps final : public OpDecorator<TracingOps> {
   void record(OpTag<"kv_act_quant">, float* v, int rows, int dim, int, KvQuant) {
     rec("kv_act_quant", v, static_cast<size_t>(rows) * dim);
   }
+  void record(OpTag<"finish_kv">, float* kv, const TensorView&, int rows, int dim, double, const RopeTable&,
+              const int32_t*, KvQuant) {
+    rec("finish_kv", kv, static_cast<size_t>(rows) * dim);
+  }
   void record(OpTag<"hadamard_fp4">, float* v, int vectors, int dim, bool) {
     rec("hadamard_fp4", v, static_cast<size_t>(vectors) * dim);
   }
