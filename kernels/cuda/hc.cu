@@ -326,7 +326,8 @@ struct SplitLaunch {
 // The mix partials of h [rows, width] by `kernels`.
 void launch_mix(cuda::HcKernels kernels, cudaStream_t stream, const float* h, int64_t rows, int64_t width,
                 const cuda::DenseW& fn, int m, double* part) {
-  if (kernels == cuda::HcKernels::row_tiled) return launch_mix_rows(stream, h, rows, width, fn, m, part);
+  if (kernels != cuda::HcKernels::shipped)
+    return launch_mix_rows(stream, h, rows, width, fn, m, part, kernels == cuda::HcKernels::row_quads);
   const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
   const dim3 mix_grid(static_cast<unsigned>(slices_of(width)),
                       static_cast<unsigned>(std::min<int64_t>((rows + kRowTile - 1) / kRowTile, kMixRowBlocks)));
@@ -336,7 +337,7 @@ void launch_mix(cuda::HcKernels kernels, cudaStream_t stream, const float* h, in
 // y from the mix partials by `kernels`.
 void launch_collapse(cuda::HcKernels kernels, cudaStream_t stream, const float* h, const double* part, int64_t rows,
                      int hc, int hidden, int m, double norm_eps, const SplitArgs& a, float* y) {
-  if (kernels == cuda::HcKernels::row_tiled)
+  if (kernels != cuda::HcKernels::shipped)
     return launch_collapse_rows(stream, h, part, rows, hc, hidden, m, norm_eps, a, y);
   const int collapse_blocks = (hidden + kMaxThreads - 1) / kMaxThreads;
   cuda::launch(hc_apply_kernel, dim3(collapse_blocks, cuda::grid_rows(rows)), kMaxThreads, 0, stream, h, part,
