@@ -409,10 +409,11 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   const size_t parts = static_cast<size_t>(s) * (m + 1) * slices_of(width);
   double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
   const SplitLaunch side{split_stream_, split_fork_, split_done_};
-  // Both kernel sets give the same bits (hc_rows.cuh), so the row count may pick: the
+  // The kernel sets give the same bits (hc_rows.cuh), so the row count may pick: the
   // row-tiled ones from kHcRowTiledFrom rows (dsv4-dev-hc at 3c8d2b5: 4.0x at 1,024 rows,
-  // even at 8, slower at 1).
-  const auto kernels = s >= kHcRowTiledFrom ? cuda::HcKernels::row_tiled : cuda::HcKernels::shipped;
+  // even at 8, slower at 1), their mix four rows a thread (row_quads: 0.7x the shared
+  // loads per FMA of row_tiled's two: 14 for 48 against 10 for 24).
+  const auto kernels = s >= kHcRowTiledFrom ? cuda::HcKernels::row_quads : cuda::HcKernels::shipped;
   launch_mix_collapse(kernels, stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a,
                       &side, part, y);
   split_pending_ = true;
