@@ -22,6 +22,7 @@ namespace cuda {
 enum class ExpertKernel;  // expert_kernel.h: the routed experts' kernel variant of moe
 enum class TcGemvKernel;  // gemv_kernel.h: the tensor-core GEMV of the FP8 linears
 enum class Fp4GemmKernel;  // expert_kernel.h: the native arm's prefill expert kernel
+enum class CompressKernel;  // compress_kernel.h: the kernels of a compress_blocks call
 struct GemvArgs;
 struct HcPost;
 struct GemmProblem;
@@ -132,6 +133,11 @@ class CudaOps final : public Ops {
                        int n_blocks, const float* prev_kv, const float* prev_score,
                        int first_block, const RopeTable& rope, double norm_eps,
                        const Numerics& num, float* out) override;
+  // compress_blocks by `kernel` (cuda::compress_blocks_with, compress_kernel.h).
+  void compress_blocks_on(cuda::CompressKernel kernel, const CompressorWeights& c, const float* kv,
+                          const float* score, int n_blocks, const float* prev_kv, const float* prev_score,
+                          int first_block, const RopeTable& rope, double norm_eps, const Numerics& num,
+                          float* out);
   void indexer_topk(const float* q, const float* w, int rows, int heads, int dim, float wscale,
                     const float* keys, const int32_t* n_visible, int width, int index_base,
                     int32_t* idx, int idx_stride, int col0) override;

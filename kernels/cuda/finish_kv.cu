@@ -1,7 +1,8 @@
 // The window latent kv finished in place (MODEL.md §4.14 after x wkv^T): rmsnorm, rope,
 // kv_act_quant as one kernel (cuda::finish_row: those ops' device functions, so their bits),
 // for a prefill's rows at host positions (Ops::finish_kv) and for the decode step's row at a
-// position read from device memory, also copied to its ring slot (Ops::finish_kv_at, §6.3).
+// position read from device memory, also copied to its ring slot (Ops::finish_kv_at, §6.3);
+// the kernel also finishes pooled compressor rows (cuda::finish_rows, compressor.cu).
 // Twins: kernels/cpu/decode_step.
 #include "base/cuda_check.h"
 #include "base/error.h"
@@ -13,19 +14,20 @@ namespace dsv4 {
 
 namespace {
 
-// One block of kFinishThreads per row t of kv [rows, dim], finished at p = pos[t] back into
-// kv and, with a ring and p >= 0, into ring slot p mod slots (nothing for p < 0: its rope
-// dims are NaN). Each thread copies back exactly the elements it loads, so the next row's
-// load needs no barrier; finish_row's own barriers order everything else.
-__global__ void finish_kv_kernel(float* kv, int64_t rows, int dim, cuda::FinishArgs f, const int32_t* pos,
-                                 float* ring, int slots) {
+// One block of kFinishThreads per row t of kv [rows, dim], finished at p (pos[t], or p0 + t
+// step without pos) back into kv and, with a ring and p >= 0, into ring slot p mod slots
+// (nothing for p < 0: its rope dims are NaN). Each thread copies back exactly the elements
+// it loads, so the next row's load needs no barrier; finish_row's own barriers order
+// everything else.
+__global__ void finish_rows_kernel(float* kv, int64_t rows, int dim, cuda::FinishArgs f, const int32_t* pos,
+                                   int64_t p0, int64_t step, float* ring, int slots) {
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   extern __shared__ float row[];  // [dim]
   __shared__ float red[cuda::kWarp];
   for (int64_t t = blockIdx.x; t < rows; t += gridDim.x) {
     float* x = kv + t * dim;
-    const int64_t p = pos[t];
+    const int64_t p = pos ? pos[t] : p0 + t * step;  // uniform
     for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = x[i];
     __syncthreads();
     cuda::finish_row(row, dim, f, p, red);
@@ -52,6 +54,13 @@ cuda::FinishArgs kv_finish_args(const char* op, const TensorView& norm, int dim,
 
 }  // namespace
 
+void cuda::finish_rows(cudaStream_t stream, float* rows, int64_t n, int d, const FinishArgs& f, const int32_t* pos,
+                       int64_t p0, int64_t step, float* ring, int slots) {
+  if (n > 0)
+    launch(finish_rows_kernel, grid_rows(n), kFinishThreads, d * sizeof(float), stream, rows, n, d, f, pos, p0, step,
+           ring, slots);
+}
+
 void CudaOps::finish_kv(float* kv, const TensorView& norm, int rows, int dim, double eps, const RopeTable& rope,
                         const int32_t* positions, KvQuant variant) {
   cuda::FinishArgs f = kv_finish_args("finish_kv", norm, dim, eps, rope, variant);
@@ -60,9 +69,8 @@ void CudaOps::finish_kv(float* kv, const TensorView& norm, int rows, int dim, do
   activate();
   f.norm = dense(norm, dim);
   f.fc = rope_table(rope);
-  const int32_t* pos = stage_i32(Slot::host_args, positions, static_cast<size_t>(rows));
-  cuda::launch(finish_kv_kernel, cuda::grid_rows(rows), cuda::kFinishThreads, dim * sizeof(float), stream_, kv,
-               static_cast<int64_t>(rows), dim, f, pos, nullptr, 0);
+  cuda::finish_rows(stream_, kv, rows, dim, f, stage_i32(Slot::host_args, positions, static_cast<size_t>(rows)), 0, 0,
+                    nullptr, 0);
 }
 
 void CudaOps::finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
@@ -72,8 +80,7 @@ void CudaOps::finish_kv_at(float* kv, const TensorView& norm, int dim, double ep
   activate();
   f.norm = dense(norm, dim);
   f.fc = rope_table(rope);
-  cuda::launch(finish_kv_kernel, 1, cuda::kFinishThreads, dim * sizeof(float), stream_, kv, int64_t{1}, dim, f, pos,
-               ring, slots);
+  cuda::finish_rows(stream_, kv, 1, dim, f, pos, 0, 0, ring, slots);
 }
 
 }  // namespace dsv4
