@@ -4,7 +4,8 @@
 // finished in place by a second launch (issue 13: a ratio-128 layer's 1,024-token prefill
 // has 8 rows, 8 SMs of the one-pass kernel). A dim's pooling and a row's finishing are the
 // same operations in both, so they give the same bits; `automatic` is CudaOps::compress_blocks'
-// choice. The dev bench and the twin test reach both. A plain header (host-compiled tests).
+// choice (pool_then_finish below 64 blocks, compressor.cu kFewBlocks). The dev bench and the
+// twin test reach both. A plain header (host-compiled tests).
 #pragma once
 #include "kernels/ops.h"
 

@@ -134,6 +134,10 @@ __global__ void compress_blocks_kernel(PoolIn in, int n_blocks, int first_block,
 // pooling its chunk of block b into out + b * d; cuda::finish_rows then finishes the rows in
 // place (finish_row, as above), so the bits are compress_blocks_kernel's.
 constexpr int kPoolDims = cuda::kWarp;
+// CompressKernel::automatic pools calls of fewer blocks by pool_then_finish: a ratio-128
+// prefill's 8 blocks of 1,024 tokens on 128 SMs (one warp each), not 8; a ratio-4 one's 256
+// keep one_pass.
+constexpr int kFewBlocks = 64;
 __global__ void compress_pool_kernel(PoolIn in, int n_blocks, float* out) {
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
@@ -249,7 +253,8 @@ void CudaOps::compress_blocks_on(cuda::CompressKernel kernel, const CompressorWe
   f.norm = dense(c.norm, c.d);
   f.fc = rope_table(rope);
   const PoolIn in = pool_in(c, dense(c.ape, c.latent()), kv, score, prev_kv, prev_score);
-  if (kernel == cuda::CompressKernel::automatic) kernel = cuda::CompressKernel::one_pass;
+  if (kernel == cuda::CompressKernel::automatic)
+    kernel = n_blocks < kFewBlocks ? cuda::CompressKernel::pool_then_finish : cuda::CompressKernel::one_pass;
   if (kernel == cuda::CompressKernel::pool_then_finish) {
     const dim3 grid(static_cast<unsigned>(n_blocks), static_cast<unsigned>((c.d + kPoolDims - 1) / kPoolDims));
     cuda::launch(compress_pool_kernel, grid, cuda::kWarp, 0, stream_, in, n_blocks, out);
