@@ -105,13 +105,14 @@ void Layer::query(LayerContext& ctx, int rows) {
   linear(ctx, w_.wq_a, ws.x.data(), rows, ws.qr.data());                      // [rows, Qr]
   ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
   linear(ctx, w_.wq_b, ws.qr.data(), rows, ws.q.data());                      // [rows, nh, D]
-  if (ctx.device_step) {  // the two ops below as one (issue 12: fewer launches per step)
+  // head_rms then rope as one op (issue 12: fewer launches per step; issue 13: one pass
+  // over a prefill's q).
+  if (ctx.device_step)
     ops.head_rms_rope_dev(ws.q.data(), rows, c.num_attention_heads, c.head_dim, c.rms_norm_eps,
                           *rope_, ws.step_pos());
-    return;
-  }
-  ops.head_rms(ws.q.data(), rows * c.num_attention_heads, c.head_dim, c.rms_norm_eps);
-  rope_rows(ctx, ws.q.data(), rows, c.num_attention_heads, c.head_dim, false);
+  else
+    ops.head_rms_rope(ws.q.data(), rows, c.num_attention_heads, c.head_dim, c.rms_norm_eps,
+                      *rope_, ws.positions.data());
 }
 
 // §4.14: kv [rows, D] = act_quant(rope(RMSNorm(x wkv^T, kv_norm))).
@@ -119,6 +120,11 @@ void Layer::kv_path(LayerContext& ctx, int rows, float* kv) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   linear(ctx, w_.wkv, ctx.ws.x.data(), rows, kv);
+  if (!ctx.device_step) {  // the three ops below as one (issue 13)
+    ops.finish_kv(kv, w_.kv_norm, rows, c.head_dim, c.rms_norm_eps, *rope_, ctx.ws.positions.data(),
+                  ctx.num.kv_quant);
+    return;
+  }
   ops.rmsnorm(kv, w_.kv_norm, rows, c.head_dim, c.rms_norm_eps, kv);
   rope_rows(ctx, kv, rows, 1, c.head_dim, false);
   ops.kv_act_quant(kv, rows, c.head_dim, c.qk_rope_head_dim, ctx.num.kv_quant);

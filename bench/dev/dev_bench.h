@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -75,6 +76,18 @@ float time_graph(Launch launch, int links, int reps, cudaStream_t s) {
   const float us = time_launches([&] { DSV4_CUDA_CHECK(cudaGraphLaunch(e, s)); }, reps, s) / links;
   DSV4_CUDA_CHECK(cudaGraphExecDestroy(e));
   return us;
+}
+
+// Mean microseconds of one call() over reps, after one warm-up, synchronized around through
+// ops (an Ops: what a backend's op sequence costs, launches included).
+template <class O, class Call>
+double time_op(O& ops, Call call, int reps) {
+  call();
+  ops.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) call();
+  ops.synchronize();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
 // Relative L2 and max |err| / max |ref| of got against ref (tests/gpu/twin_harness.h diff).

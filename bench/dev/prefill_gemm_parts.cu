@@ -10,7 +10,6 @@
 // usage: dsv4-dev-prefill-gemm [reps]
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +29,7 @@ using namespace dsv4;
 using dev::device_alloc;
 using dev::device_copy;
 using dev::download;
+using dev::time_op;
 
 constexpr int kGroups = 8, kRank = 1024, kCols = 4096, kRows = 1024;  // Or, nh * D / G
 constexpr int64_t kOut = int64_t{kGroups} * kRank, kIn = int64_t{kGroups} * kCols;
@@ -37,17 +37,6 @@ constexpr int64_t kOut = int64_t{kGroups} * kRank, kIn = int64_t{kGroups} * kCol
 const char* name_of(cuda::ConvertKernel k) { return k == cuda::ConvertKernel::chunks ? "chunks" : "elements"; }
 
 uint16_t bf16_bits(float v) { return static_cast<uint16_t>(f32_bits(bf16_round(v)) >> 16); }
-
-// Mean microseconds of one call over reps (after one warm-up), the op synchronized around.
-template <class Call>
-double time_op(Ops& ops, Call call, int reps) {
-  call();
-  ops.synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) call();
-  ops.synchronize();
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
-}
 
 int run_all(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 20;

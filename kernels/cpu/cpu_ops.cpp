@@ -71,10 +71,14 @@ class CpuOps final : public Ops {
                 const int32_t* positions, bool inverse) override {
     cpu_rope(v, rows, heads, dim, t, positions, inverse);
   }
-  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
-                         const int32_t* positions) override {
+  void head_rms_rope(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                     const int32_t* positions) override {
     cpu_head_rms(v, rows * heads, dim, eps);
     cpu_rope(v, rows, heads, dim, t, positions, false);
+  }
+  void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                         const int32_t* positions) override {
+    head_rms_rope(v, rows, heads, dim, eps, t, positions);
   }
   void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                              const int32_t* positions) override {
@@ -83,6 +87,10 @@ class CpuOps final : public Ops {
   }
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override {
     cpu_kv_act_quant(v, rows, dim, rd, variant);
+  }
+  void finish_kv(float* kv, const TensorView& norm, int rows, int dim, double eps, const RopeTable& rope,
+                 const int32_t* positions, KvQuant variant) override {
+    cpu_finish_kv(cache_, kv, norm, rows, dim, eps, rope, positions, variant);
   }
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override {
     cpu_hadamard_fp4(v, vectors, dim, fp4);

@@ -31,12 +31,17 @@ void copy_to_slot(float* base, const int32_t* pos, int slots, const float* src, 
 
 }  // namespace
 
+void cpu_finish_kv(CpuWeightCache& cache, float* kv, const TensorView& norm, int rows, int dim, double eps,
+                   const RopeTable& rope, const int32_t* positions, KvQuant variant) {
+  cpu_rmsnorm(cache, kv, norm, rows, dim, eps, kv);
+  cpu_rope(kv, rows, 1, dim, rope, positions, false);
+  cpu_kv_act_quant(kv, rows, dim, rope.rope_dim, variant);
+}
+
 void cpu_finish_kv_at(CpuWeightCache& cache, float* kv, const TensorView& norm, int dim, double eps,
                       const RopeTable& rope, const int32_t* pos, KvQuant variant, float* ring,
                       int slots) {
-  cpu_rmsnorm(cache, kv, norm, 1, dim, eps, kv);
-  cpu_rope(kv, 1, 1, dim, rope, pos, false);
-  cpu_kv_act_quant(kv, 1, dim, rope.rope_dim, variant);
+  cpu_finish_kv(cache, kv, norm, 1, dim, eps, rope, pos, variant);
   copy_to_slot(ring, pos, slots, kv, static_cast<size_t>(dim), "finish_kv_at");
 }
 

@@ -12,7 +12,10 @@
 
 namespace dsv4 {
 
-// Ops::finish_kv_at: cpu_rmsnorm, cpu_rope at *pos, cpu_kv_act_quant, then the ring slot.
+// Ops::finish_kv: cpu_rmsnorm, cpu_rope at positions [rows], cpu_kv_act_quant.
+void cpu_finish_kv(CpuWeightCache& cache, float* kv, const TensorView& norm, int rows, int dim, double eps,
+                   const RopeTable& rope, const int32_t* positions, KvQuant variant);
+// Ops::finish_kv_at: cpu_finish_kv of the one row at *pos, then the ring slot.
 void cpu_finish_kv_at(CpuWeightCache& cache, float* kv, const TensorView& norm, int dim, double eps,
                       const RopeTable& rope, const int32_t* pos, KvQuant variant, float* ring,
                       int slots);

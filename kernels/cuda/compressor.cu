@@ -5,6 +5,7 @@
 
 #include "base/cuda_check.h"
 #include "base/error.h"
+#include "kernels/cuda/compress_kernel.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/finish_row.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -64,19 +65,21 @@ __device__ void pool_entry(const PoolIn& in, int b, int e, int n, float* logit, 
 // for the same reason (each chain keeps its order: unrolling reorders loads, not sums).
 constexpr int kDimsPerThread = 2;
 
-// Step 3 of block b into row [d] (shared): per dim, softmax over the pool entries in f32
-// (max, then exp and sum in entry order, divide), then sum_i w_i v_i in entry order (f32
-// chain, serving arm). Thread t pools dims t + k * blockDim, as a plain stride loop would.
-__device__ void pool_row(const PoolIn& in, int b, float* row) {
+// Step 3 of block b's dims [lo, hi) into row[lo, hi) (shared or global): per dim, softmax
+// over the pool entries in f32 (max, then exp and sum in entry order, divide), then sum_i
+// w_i v_i in entry order (f32 chain, serving arm). Thread t pools dims lo + t + k * blockDim,
+// as a plain stride loop would (K < kDimsPerThread: fewer chains a thread); a dim's
+// operations do not depend on which thread runs them, nor on K.
+template <int K = kDimsPerThread>
+__device__ void pool_dims(const PoolIn& in, int b, int lo, int hi, float* row) {
   const int entries = in.overlap ? 2 * in.r : in.r;
-  constexpr int K = kDimsPerThread;
   const int stride = static_cast<int>(blockDim.x);
-  for (int e0 = threadIdx.x; e0 < in.d; e0 += K * stride) {
+  for (int e0 = lo + static_cast<int>(threadIdx.x); e0 < hi; e0 += K * stride) {
     int e[K];
     float m[K], den[K], acc[K], logit, value;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      e[k] = e0 + k * stride < in.d ? e0 + k * stride : e0;  // past d: a discarded twin
+      e[k] = e0 + k * stride < hi ? e0 + k * stride : e0;  // past hi: a discarded twin
       m[k] = -INFINITY;
       den[k] = acc[k] = 0.0f;
     }
@@ -103,9 +106,10 @@ __device__ void pool_row(const PoolIn& in, int b, float* row) {
       }
 #pragma unroll
     for (int k = 0; k < K; ++k)
-      if (e0 + k * stride < in.d) row[e0 + k * stride] = acc[k];
+      if (e0 + k * stride < hi) row[e0 + k * stride] = acc[k];
   }
 }
+__device__ void pool_row(const PoolIn& in, int b, float* row) { pool_dims(in, b, 0, in.d, row); }
 
 // Block b of the call -> out + b*d, roped at its first token (first_block + b) * r. Each
 // thread pools and copies out the same elements e = tid + k*blockDim, so a block's next row
@@ -122,6 +126,23 @@ __global__ void compress_blocks_kernel(PoolIn in, int n_blocks, int first_block,
     cuda::finish_row(row, d, f, static_cast<int64_t>(first_block + b) * in.r, red);
     for (int e = threadIdx.x; e < d; e += blockDim.x) out[static_cast<int64_t>(b) * d + e] = row[e];
   }
+}
+
+// Step 3 alone for a call of few blocks (issue 13: a ratio-128 layer's 1,024-token prefill
+// pools 8 blocks, one SM each in the kernel above, 8 warps an SM each pooling 2 dims a
+// thread): grid (blocks, chunks of kPoolDims dims), one warp a block, one dim a thread,
+// pooling its chunk of block b into out + b * d; cuda::finish_rows then finishes the rows in
+// place (finish_row, as above), so the bits are compress_blocks_kernel's.
+constexpr int kPoolDims = cuda::kWarp;
+// CompressKernel::automatic pools calls of fewer blocks by pool_then_finish: a ratio-128
+// prefill's 8 blocks of 1,024 tokens on 128 SMs (one warp each), not 8; a ratio-4 one's 256
+// keep one_pass.
+constexpr int kFewBlocks = 64;
+__global__ void compress_pool_kernel(PoolIn in, int n_blocks, float* out) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+  const int lo = static_cast<int>(blockIdx.y) * kPoolDims, hi = min(in.d, lo + kPoolDims);
+  for (int b = blockIdx.x; b < n_blocks; b += gridDim.x) pool_dims<1>(in, b, lo, hi, out + static_cast<int64_t>(b) * in.d);
 }
 
 // compress_at in one block (issue 12: one launch at every position); nothing for p < 0 (its
@@ -201,6 +222,24 @@ void CudaOps::compress_blocks(const CompressorWeights& c, const float* kv, const
                               int n_blocks, const float* prev_kv, const float* prev_score,
                               int first_block, const RopeTable& rope, double norm_eps,
                               const Numerics& num, float* out) {
+  compress_blocks_on(cuda::CompressKernel::automatic, c, kv, score, n_blocks, prev_kv, prev_score, first_block, rope,
+                     norm_eps, num, out);
+}
+
+void cuda::compress_blocks_with(Ops& ops, CompressKernel kernel, const CompressorWeights& c, const float* kv,
+                                const float* score, int n_blocks, const float* prev_kv, const float* prev_score,
+                                int first_block, const RopeTable& rope, double norm_eps, const Numerics& num,
+                                float* out) {
+  auto* cuda_ops = dynamic_cast<CudaOps*>(&ops);
+  if (cuda_ops == nullptr) throw Error(cat("compress_blocks_with: needs the cuda backend, got ", ops.name()));
+  cuda_ops->compress_blocks_on(kernel, c, kv, score, n_blocks, prev_kv, prev_score, first_block, rope, norm_eps, num,
+                               out);
+}
+
+void CudaOps::compress_blocks_on(cuda::CompressKernel kernel, const CompressorWeights& c, const float* kv,
+                                 const float* score, int n_blocks, const float* prev_kv, const float* prev_score,
+                                 int first_block, const RopeTable& rope, double norm_eps, const Numerics& num,
+                                 float* out) {
   if (n_blocks <= 0) return;
   DSV4_CHECK((prev_kv == nullptr) == (prev_score == nullptr), "prev kv/score must come together");
   FinishArgs f = finish_args(c, rope, norm_eps, num);
@@ -214,6 +253,15 @@ void CudaOps::compress_blocks(const CompressorWeights& c, const float* kv, const
   f.norm = dense(c.norm, c.d);
   f.fc = rope_table(rope);
   const PoolIn in = pool_in(c, dense(c.ape, c.latent()), kv, score, prev_kv, prev_score);
+  if (kernel == cuda::CompressKernel::automatic)
+    kernel = n_blocks < kFewBlocks ? cuda::CompressKernel::pool_then_finish : cuda::CompressKernel::one_pass;
+  if (kernel == cuda::CompressKernel::pool_then_finish) {
+    const dim3 grid(static_cast<unsigned>(n_blocks), static_cast<unsigned>((c.d + kPoolDims - 1) / kPoolDims));
+    cuda::launch(compress_pool_kernel, grid, cuda::kWarp, 0, stream_, in, n_blocks, out);
+    cuda::finish_rows(stream_, out, n_blocks, c.d, f, nullptr, static_cast<int64_t>(first_block) * c.ratio, c.ratio,
+                      nullptr, 0);
+    return;
+  }
   const unsigned grid = static_cast<unsigned>(n_blocks > 65535 * 16 ? 65535 * 16 : n_blocks);
   cuda::launch(compress_blocks_kernel, grid, kThreads, c.d * sizeof(float), stream_, in, n_blocks, first_block, f, out);
 }

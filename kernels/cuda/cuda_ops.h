@@ -22,6 +22,7 @@ namespace cuda {
 enum class ExpertKernel;  // expert_kernel.h: the routed experts' kernel variant of moe
 enum class TcGemvKernel;  // gemv_kernel.h: the tensor-core GEMV of the FP8 linears
 enum class Fp4GemmKernel;  // expert_kernel.h: the native arm's prefill expert kernel
+enum class CompressKernel;  // compress_kernel.h: the kernels of a compress_blocks call
 struct GemvArgs;
 struct HcPost;
 struct GemmProblem;
@@ -83,11 +84,15 @@ class CudaOps final : public Ops {
             const int32_t* positions, bool inverse) override;
   void rope_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                 const int32_t* positions, bool inverse) override;
+  void head_rms_rope(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                     const int32_t* positions) override;
   void head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
                          const int32_t* positions) override;
   void rope_hadamard_fp4_dev(float* v, int rows, int heads, int dim, const RopeTable& t,
                              const int32_t* positions) override;
   void kv_act_quant(float* v, int rows, int dim, int rd, KvQuant variant) override;
+  void finish_kv(float* kv, const TensorView& norm, int rows, int dim, double eps, const RopeTable& rope,
+                 const int32_t* positions, KvQuant variant) override;
   void hadamard_fp4(float* v, int vectors, int dim, bool fp4) override;
 
   void hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
@@ -129,6 +134,11 @@ class CudaOps final : public Ops {
                        int n_blocks, const float* prev_kv, const float* prev_score,
                        int first_block, const RopeTable& rope, double norm_eps,
                        const Numerics& num, float* out) override;
+  // compress_blocks by `kernel` (cuda::compress_blocks_with, compress_kernel.h).
+  void compress_blocks_on(cuda::CompressKernel kernel, const CompressorWeights& c, const float* kv,
+                          const float* score, int n_blocks, const float* prev_kv, const float* prev_score,
+                          int first_block, const RopeTable& rope, double norm_eps, const Numerics& num,
+                          float* out);
   void indexer_topk(const float* q, const float* w, int rows, int heads, int dim, float wscale,
                     const float* keys, const int32_t* n_visible, int width, int index_base,
                     int32_t* idx, int idx_stride, int col0) override;

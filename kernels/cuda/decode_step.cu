@@ -1,11 +1,10 @@
 // The device-step ops of plain decode and verify rows (kernels/ops.h "device step"): the
-// ring or pending slot and the merged index rows of the positions read from device memory,
+// merged index rows of the positions read from device memory,
 // so a step's or a verify round's launches are the same at every position (issue 12).
-// Twins: kernels/cpu/decode_step.
+// Twins: kernels/cpu/decode_step. finish_kv_at: kernels/cuda/finish_kv.cu.
 #include "base/cuda_check.h"
 #include "base/error.h"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/finish_row.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace dsv4 {
@@ -14,26 +13,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kOverlapRatio = 4;  // the indexer's ratio: its tail is the top-k's
-
-// Ops::finish_kv_at in one block of kFinishThreads: kv [dim] finished at p (cuda::finish_row:
-// the rmsnorm, rope_dev and kv_act_quant ops' bits) back into kv and, for p >= 0, into ring
-// slot p mod slots (nothing for p < 0: its rope dims are NaN).
-__global__ void finish_kv_at_kernel(float* kv, int dim, cuda::FinishArgs f, const int32_t* pos, float* ring,
-                                    int slots) {
-  cuda::pdl_wait();
-  cuda::pdl_launch_dependents();
-  extern __shared__ float row[];  // [dim]
-  __shared__ float red[cuda::kWarp];
-  const int64_t p = *pos;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) row[i] = kv[i];
-  __syncthreads();
-  cuda::finish_row(row, dim, f, p, red);
-  float* dst = p < 0 ? nullptr : ring + p % slots * dim;  // uniform
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    kv[i] = row[i];
-    if (dst) dst[i] = row[i];
-  }
-}
 
 // MODEL.md §4.15 / §6.3 window part (kernels/index_laws.cpp window_row with ring slots q mod W,
 // or, trans_base >= 0, SPECDECODE §4.2's transient row trans_base + q - pos[0] for an
@@ -68,22 +47,6 @@ __global__ void decode_index_kernel(const int32_t* pos, int rows, int ratio, int
 }
 
 }  // namespace
-
-void CudaOps::finish_kv_at(float* kv, const TensorView& norm, int dim, double eps, const RopeTable& rope,
-                           const int32_t* pos, KvQuant variant, float* ring, int slots) {
-  const int rd = rope.rope_dim;
-  DSV4_CHECK(slots > 0, "finish_kv_at: ", slots, " slots");
-  DSV4_CHECK(dim > 0 && dim <= cuda::kMaxFinishDim, "finish_kv_at: dim ", dim);
-  DSV4_CHECK(rd > 0 && rd % 2 == 0 && rd <= dim, "rope_dim=", rd, " dim=", dim);
-  check_kv_quant_dims(dim, rd);
-  if (norm.numel() != dim)
-    throw Error(cat("finish_kv_at: weight '", norm.name, "' has ", norm.numel(), " elements, rows have ", dim));
-  activate();
-  const cuda::FinishArgs f{dense(norm, dim), eps, rope_table(rope), rd, rope.positions,
-                           variant == KvQuant::e4m3 ? cuda::Finish::kv_e4m3 : cuda::Finish::kv_clamp, 0.0f};
-  cuda::launch(finish_kv_at_kernel, 1, cuda::kFinishThreads, dim * sizeof(float), stream_, kv, dim, f, pos, ring,
-               slots);
-}
 
 void CudaOps::decode_index(const int32_t* pos, int rows, int ratio, int window, int tail_width, int trans_base,
                            int32_t* idx, int32_t* n_visible) {

@@ -4,6 +4,8 @@
 // functions are the rmsnorm, rope and quantizer ops' own, so the bits are those ops' run
 // one after the other.
 #pragma once
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 #include "kernels/cuda/norm.cuh"
@@ -45,5 +47,11 @@ __device__ inline void finish_row(float* row, int d, const FinishArgs& f, int64_
     block_kv_quant(row, d - f.rd, f.how == Finish::kv_e4m3);
   __syncthreads();
 }
+
+// rows [n, d] (device) finished in place by finish_row, one block of kFinishThreads a row;
+// row t at pos[t] (device), or at p0 + t * step when pos is null; with a ring, row t is also
+// copied to ring slot p mod slots for p >= 0 (finish_kv.cu).
+void finish_rows(cudaStream_t stream, float* rows, int64_t n, int d, const FinishArgs& f, const int32_t* pos,
+                 int64_t p0, int64_t step, float* ring, int slots);
 
 }  // namespace dsv4::cuda

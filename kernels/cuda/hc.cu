@@ -215,7 +215,8 @@ struct SplitLaunch {
 // The mix partials of h [rows, width] by `kernels`.
 void launch_mix(cuda::HcKernels kernels, cudaStream_t stream, const float* h, int64_t rows, int64_t width,
                 const cuda::DenseW& fn, int m, double* part) {
-  if (kernels == cuda::HcKernels::row_tiled) return launch_mix_rows(stream, h, rows, width, fn, m, part);
+  if (kernels != cuda::HcKernels::shipped)
+    return launch_mix_rows(stream, h, rows, width, fn, m, part, kernels == cuda::HcKernels::row_quads);
   const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
   const dim3 mix_grid(static_cast<unsigned>(slices_of(width)),
                       static_cast<unsigned>(std::min<int64_t>((rows + kRowTile - 1) / kRowTile, kMixRowBlocks)));
@@ -225,7 +226,7 @@ void launch_mix(cuda::HcKernels kernels, cudaStream_t stream, const float* h, in
 // y from the mix partials by `kernels`.
 void launch_collapse(cuda::HcKernels kernels, cudaStream_t stream, const float* h, const double* part, int64_t rows,
                      int hc, int hidden, int m, double norm_eps, const SplitArgs& a, float* y) {
-  if (kernels == cuda::HcKernels::row_tiled)
+  if (kernels != cuda::HcKernels::shipped)
     return launch_collapse_rows(stream, h, part, rows, hc, hidden, m, norm_eps, a, y);
   const int collapse_blocks = (hidden + kMaxThreads - 1) / kMaxThreads;
   cuda::launch(hc_apply_kernel, dim3(collapse_blocks, cuda::grid_rows(rows)), kMaxThreads, 0, stream, h, part,
@@ -297,10 +298,11 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   const size_t parts = static_cast<size_t>(s) * (m + 1) * slices_of(width);
   double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
   const SplitLaunch side{split_stream_, split_fork_, split_done_};
-  // Both kernel sets give the same bits (hc_rows.cuh), so the row count may pick: the
+  // The kernel sets give the same bits (hc_rows.cuh), so the row count may pick: the
   // row-tiled ones from kHcRowTiledFrom rows (dsv4-dev-hc at 3c8d2b5: 4.0x at 1,024 rows,
-  // even at 8, slower at 1).
-  const auto kernels = s >= kHcRowTiledFrom ? cuda::HcKernels::row_tiled : cuda::HcKernels::shipped;
+  // even at 8, slower at 1), their mix four rows a thread (row_quads: 0.7x the shared
+  // loads per FMA of row_tiled's two: 14 for 48 against 10 for 24).
+  const auto kernels = s >= kHcRowTiledFrom ? cuda::HcKernels::row_quads : cuda::HcKernels::shipped;
   launch_mix_collapse(kernels, stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a,
                       &side, part, y);
   split_pending_ = true;

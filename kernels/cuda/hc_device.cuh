@@ -59,8 +59,9 @@ __device__ inline float collapse_sum(const float* pre, const float (&x)[kMaxHc],
 }
 
 // The row-tiled kernels (hc_rows.cu), same arguments and outputs as hc.cu's launches.
+// quads: the four-rows-a-thread mix (HcKernels::row_quads), else two (row_tiled).
 void launch_mix_rows(cudaStream_t stream, const float* h, int64_t rows, int64_t width, const DenseW& fn, int m,
-                     double* part);
+                     double* part, bool quads);
 void launch_collapse_rows(cudaStream_t stream, const float* h, const double* part, int64_t rows, int hc,
                           int hidden, int m, double norm_eps, const SplitArgs& a, float* y);
 

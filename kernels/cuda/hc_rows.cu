@@ -11,6 +11,7 @@
 // stages one slice of fn (24 mixes) and of a 64-row tile of h in shared memory as f64
 // (converted once), and each of its 256 threads owns 2 rows x 3 mixes (6 partials: 10
 // 16-byte shared loads feed 24 f64 FMAs); a ninth warp takes the tile's sums of squares.
+// HcKernels::row_quads: 128 threads of 4 rows x 3 mixes (MixRows).
 // Collapse: one 256-thread block per row (not four 1024-thread blocks each combining the
 // same five mixes).
 #include <algorithm>
@@ -26,12 +27,22 @@ namespace dsv4::cuda::hc {
 namespace {
 
 constexpr int kTileRows = 64;                              // rows of h a block stages
-constexpr int kPairs = kTileRows / 2;                      // a thread's rows: p and p + kPairs
+constexpr int kPairs = kTileRows / 2;                      // a squares thread's rows: p and p + kPairs
 constexpr int kMixesPerThread = 3;
-constexpr int kGroups = 8;                                 // mix threads per row pair
+constexpr int kGroups = 8;                                 // mix threads per row group
 constexpr int kBlockMixes = kGroups * kMixesPerThread;     // fn rows a block stages (grid.z: more)
-constexpr int kMixThreads = kGroups * kPairs;              // 256: thread g + 8 p
-constexpr int kMixRowsThreads = kMixThreads + kWarp;       // + the sums-of-squares warp
+
+// A mix thread's rows: kRowsPer of the tile, p + kRowGroups r. 2 (HcKernels::row_tiled):
+// 256 mix threads. 4 (row_quads): 128, each fn load feeding twice the f64 FMAs (10 -> 14
+// 16-byte shared loads for 24 -> 48 FMAs; at four wavefronts a warp's load, the count puts
+// row_tiled's mix at ~84 us of shared-memory cycles of its ~116 at 1,024 Flash rows).
+// The last warp takes the tile's sums of squares, 2 rows a thread, either way.
+template <int kRowsPer>
+struct MixRows {
+  static constexpr int kRowGroups = kTileRows / kRowsPer;
+  static constexpr int kMixThreads = kGroups * kRowGroups;  // thread g + 8 p
+  static constexpr int kThreads = kMixThreads + kWarp;
+};
 constexpr int kStride = kSlice + 2;  // doubles a staged row: 16 B of pad so the rows a load
                                      // instruction reads fall in distinct banks
 constexpr size_t kMixSmem = sizeof(double) * (kBlockMixes + kTileRows) * kStride;
@@ -80,13 +91,13 @@ __device__ inline void load_lane(const double* row, int l, double2 (&v)[2]) {
   v[1] = p[1];
 }
 
-// dst[r * kStride + l * 4 + i] = value(r, column i * 32 + l) in f64 for r < kRows: warp w
-// stages rows w, w + 9, ..., lane l its columns l + 32 i (four 128-byte loads a row, two
-// 16-byte stores: conflict-free). All of a thread's loads issue before its first store, so
-// the whole tile is in flight at once (64 rows: 32 KB a block).
-template <int kRows, class Value>
+// dst[r * kStride + l * 4 + i] = value(r, column i * 32 + l) in f64 for r < kRows: warp w of
+// kWarps stages rows w, w + kWarps, ..., lane l its columns l + 32 i (four 128-byte loads a
+// row, two 16-byte stores: conflict-free). All of a thread's loads issue before its first
+// store, so the whole tile is in flight at once (64 rows: 32 KB a block).
+template <int kRows, int kWarps, class Value>
 __device__ void stage_rows(double* dst, Value value) {
-  constexpr int kWarps = kMixRowsThreads / kWarp, kPerWarp = (kRows + kWarps - 1) / kWarps;
+  constexpr int kPerWarp = (kRows + kWarps - 1) / kWarps;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   float v[kPerWarp][kPerLane];
 #pragma unroll
@@ -103,55 +114,66 @@ __device__ void stage_rows(double* dst, Value value) {
   }
 }
 
-// Grid (slices, row tiles, ceil(m / 24)); block kMixRowsThreads. Writes the shipped
-// hc_mix_partial_kernel's part[(t * (m+1) + j) * slices + s] (j = m: the sum of squares, by
-// the z = 0 blocks' last warp).
-__global__ void __launch_bounds__(kMixRowsThreads, 2)
+// Grid (slices, row tiles, ceil(m / 24)); block MixRows<kRowsPer>::kThreads. Writes the
+// shipped hc_mix_partial_kernel's part[(t * (m+1) + j) * slices + s] (j = m: the sum of
+// squares, by the z = 0 blocks' last warp). Each partial's operations and order are the same
+// for either kRowsPer (which thread computes it is all that differs).
+template <int kRowsPer>
+__global__ void __launch_bounds__(MixRows<kRowsPer>::kThreads, 2)
 hc_mix_rows_kernel(const float* h, int64_t rows, int64_t width, DenseW fn, int m, double* part) {
+  using L = MixRows<kRowsPer>;
+  constexpr int kWarps = L::kThreads / kWarp;
   extern __shared__ double2 smem[];  // 16-byte aligned
   double* ws = reinterpret_cast<double*>(smem);
   double* xs = ws + kBlockMixes * kStride;
   const int64_t slices = gridDim.x, s = blockIdx.x, k0 = s * kSlice;
   const int j0 = blockIdx.z * kBlockMixes;
-  stage_rows<kBlockMixes>(ws, [&](int r, int k) {
+  stage_rows<kBlockMixes, kWarps>(ws, [&](int r, int k) {
     return j0 + r < m && k0 + k < width ? fn.at((j0 + r) * width + k0 + k) : 0.0f;
   });
-  const bool mixes = threadIdx.x < kMixThreads;  // warp-uniform
-  const int g = threadIdx.x % kGroups, p = mixes ? threadIdx.x / kGroups : threadIdx.x - kMixThreads;
+  const bool mixes = threadIdx.x < L::kMixThreads;  // warp-uniform
+  const int g = threadIdx.x % kGroups, p = mixes ? threadIdx.x / kGroups : threadIdx.x - L::kMixThreads;
   for (int64_t t0 = int64_t{blockIdx.y} * kTileRows; t0 < rows; t0 += int64_t{gridDim.y} * kTileRows) {
     __syncthreads();  // the previous tile is read (the first time: fn is staged before it is read)
-    stage_rows<kTileRows>(xs, [&](int r, int k) {
+    stage_rows<kTileRows, kWarps>(xs, [&](int r, int k) {
       return t0 + r < rows && k0 + k < width ? h[(t0 + r) * width + k0 + k] : 0.0f;
     });
     __syncthreads();
-    const double* x_rows[2] = {xs + p * kStride, xs + (p + kPairs) * kStride};
-    const int64_t t[2] = {t0 + p, t0 + p + kPairs};
-    if (t[0] >= rows) continue;  // no row of this thread's here (a decode row's tile); no collective below
+    if (t0 + p >= rows) continue;  // no row of this thread's here (a decode row's tile); no collective below
     if (mixes) {
-      ButterflyWalk walk[2][kMixesPerThread];
-      double root[2][kMixesPerThread];
+      const double* x_rows[kRowsPer];
+      int64_t t[kRowsPer];
+#pragma unroll
+      for (int r = 0; r < kRowsPer; ++r) {
+        x_rows[r] = xs + (p + r * L::kRowGroups) * kStride;
+        t[r] = t0 + p + r * L::kRowGroups;
+      }
+      ButterflyWalk walk[kRowsPer][kMixesPerThread];
+      double root[kRowsPer][kMixesPerThread];
 #pragma unroll
       for (int n = 0; n < kWarp; ++n) {
         const int l = bitrev5(n);
-        double2 x[2][2];
+        double2 x[kRowsPer][2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) load_lane(x_rows[r], l, x[r]);
+        for (int r = 0; r < kRowsPer; ++r) load_lane(x_rows[r], l, x[r]);
 #pragma unroll
         for (int q = 0; q < kMixesPerThread; ++q) {
           double2 w[2];
           load_lane(ws + (g * kMixesPerThread + q) * kStride, l, w);
 #pragma unroll
-          for (int r = 0; r < 2; ++r) root[r][q] = walk[r][q].push(n, lane_partial(x[r], w));
+          for (int r = 0; r < kRowsPer; ++r) root[r][q] = walk[r][q].push(n, lane_partial(x[r], w));
         }
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r)
+      for (int r = 0; r < kRowsPer; ++r)
 #pragma unroll
         for (int q = 0; q < kMixesPerThread; ++q) {
           const int j = j0 + g * kMixesPerThread + q;
           if (t[r] < rows && j < m) part[(t[r] * (m + 1) + j) * slices + s] = root[r][q];
         }
     } else if (blockIdx.z == 0) {  // the sums of squares: block-uniform
+      const double* x_rows[2] = {xs + p * kStride, xs + (p + kPairs) * kStride};
+      const int64_t t[2] = {t0 + p, t0 + p + kPairs};
       ButterflyWalk walk[2];
       double root[2];
 #pragma unroll
@@ -280,17 +302,24 @@ hc_post_rows_kernel(const float* x, const float* res, const float* post, const f
   }
 }
 
+template <int kRowsPer>
+void launch_mix_rows_of(cudaStream_t stream, const dim3& grid, const float* h, int64_t rows, int64_t width,
+                        const DenseW& fn, int m, double* part) {
+  DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_mix_rows_kernel<kRowsPer>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kMixSmem)));
+  hc_mix_rows_kernel<kRowsPer><<<grid, MixRows<kRowsPer>::kThreads, kMixSmem, stream>>>(h, rows, width, fn, m, part);
+  DSV4_CUDA_LAUNCH_CHECK();
+}
+
 }  // namespace
 
 void launch_mix_rows(cudaStream_t stream, const float* h, int64_t rows, int64_t width, const DenseW& fn, int m,
-                     double* part) {
+                     double* part, bool quads) {
   DSV4_CHECK(m >= 1 && m + 1 <= kMaxSums, "hc mix rows: m=", m);
-  DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_mix_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(kMixSmem)));
   const dim3 grid(static_cast<unsigned>(slices_of(width)), grid_rows((rows + kTileRows - 1) / kTileRows),
                   static_cast<unsigned>((m + kBlockMixes - 1) / kBlockMixes));
-  hc_mix_rows_kernel<<<grid, kMixRowsThreads, kMixSmem, stream>>>(h, rows, width, fn, m, part);
-  DSV4_CUDA_LAUNCH_CHECK();
+  if (quads) launch_mix_rows_of<4>(stream, grid, h, rows, width, fn, m, part);
+  else launch_mix_rows_of<2>(stream, grid, h, rows, width, fn, m, part);
 }
 
 void launch_collapse_rows(cudaStream_t stream, const float* h, const double* part, int64_t rows, int hc,

@@ -12,7 +12,8 @@
 
 namespace dsv4::cuda {
 
-enum class HcKernels { shipped, row_tiled };
+// row_quads: row_tiled's kernels, the mix with four rows a thread (hc_rows.cu MixRows).
+enum class HcKernels { shipped, row_tiled, row_quads };
 
 // Doubles of the mix partials of `rows` rows of width hc * hidden against m mixes.
 size_t hc_part_count(int64_t rows, int64_t width, int m);

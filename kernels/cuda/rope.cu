@@ -131,14 +131,18 @@ void check_rope_dims(int rd, int dim) {
 
 }  // namespace
 
+void check_rope_positions(const char* op, const RopeTable& t, const int32_t* positions, int rows) {
+  for (int r = 0; r < rows; ++r)
+    if (positions[r] < 0 || positions[r] >= t.positions)
+      throw Error(cat(op, ": position ", positions[r], " (row ", r, ") outside the table of ", t.positions,
+                      " positions"));
+}
+
 void CudaOps::rope(float* v, int rows, int heads, int dim, const RopeTable& t,
                    const int32_t* positions, bool inverse) {
   const int rd = t.rope_dim;
   check_rope_dims(rd, dim);
-  for (int r = 0; r < rows; ++r)
-    if (positions[r] < 0 || positions[r] >= t.positions)
-      throw Error(cat("rope: position ", positions[r], " (row ", r, ") outside the table of ",
-                      t.positions, " positions"));
+  check_rope_positions("rope", t, positions, rows);
   if (rows == 0 || heads == 0) return;
   activate();
   rope_dev(v, rows, heads, dim, t, stage_i32(Slot::host_args, positions, static_cast<size_t>(rows)),
@@ -155,6 +159,18 @@ void CudaOps::rope_dev(float* v, int rows, int heads, int dim, const RopeTable& 
   const int64_t total = static_cast<int64_t>(rows) * heads * (rd / 2);
   cuda::launch(rope_kernel, cuda::blocks_for(total, kThreads), kThreads, 0, stream_, v, rows, heads, dim, fc, rd,
                t.positions, positions, inverse);
+}
+
+// The positions staged as rope's, then head_rms_rope_dev's kernels (the register-resident
+// one at a prefill's many vectors), so the bits of head_rms then rope.
+void CudaOps::head_rms_rope(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,
+                            const int32_t* positions) {
+  check_rope_dims(t.rope_dim, dim);
+  check_rope_positions("head_rms_rope", t, positions, rows);
+  if (rows == 0 || heads == 0) return;
+  activate();
+  head_rms_rope_dev(v, rows, heads, dim, eps, t,
+                    stage_i32(Slot::host_args, positions, static_cast<size_t>(rows)));
 }
 
 void CudaOps::head_rms_rope_dev(float* v, int rows, int heads, int dim, double eps, const RopeTable& t,

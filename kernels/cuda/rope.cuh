@@ -25,3 +25,10 @@ __device__ inline void rope_pair(float* x, const float* fc, int rd, int64_t n_po
 }
 
 }  // namespace dsv4::cuda
+
+namespace dsv4 {
+struct RopeTable;
+// Host positions [rows] inside the table, else an Error naming `op` (the host-position rope
+// ops refuse what their *_dev forms turn into NaN rope dims).
+void check_rope_positions(const char* op, const RopeTable& t, const int32_t* positions, int rows);
+}  // namespace dsv4

@@ -1,4 +1,7 @@
 // CUDA vs CPU: compressor pooling + norm + rope + quantizer (MODEL.md §4.16 steps 3-6).
+#include <utility>
+
+#include "kernels/cuda/compress_kernel.h"
 #include "tests/gpu/twin_harness.h"
 
 namespace dsv4::twin {
@@ -31,33 +34,79 @@ void check_blocks_alone(Backends& b, const Case& k, const CompressorWeights& c, 
   }
 }
 
-void run_case(const Case& k) {
-  Backends b;
-  Rng rng(41 + k.ratio + (k.rotate ? 100 : 0) + (k.with_prev ? 7 : 0));
+// A case's compressor and raw rows on both backends: n_blocks blocks from first_block, a
+// predecessor block (prev_*), seeded by `seed`.
+struct Inputs {
   Store store;
   CompressorWeights c;
-  c.ratio = k.ratio;
-  c.overlap = k.ratio == 4;
-  c.rotate = k.rotate;
-  c.d = k.d;
-  const int lc = c.latent(), n_blocks = 3, first_block = 2;
-  c.ape = store.f32("compressor.ape", {c.ratio, lc}, rng.normals(static_cast<size_t>(c.ratio) * lc, 0.5f));
-  c.norm = store.f32("compressor.norm", {c.d}, rng.normals(c.d, 0.5f));
-  const RopeTable rope = make_rope_table(160000.0, 64, (first_block + n_blocks) * c.ratio, nullptr);
-  const size_t rows = static_cast<size_t>(n_blocks) * c.ratio;
-  PairF kv = put(b, rng.normals(rows * lc)), score = put(b, rng.normals(rows * lc, 2.0f));
-  PairF prev_kv = put(b, rng.normals(static_cast<size_t>(c.ratio) * lc));
-  PairF prev_score = put(b, rng.normals(static_cast<size_t>(c.ratio) * lc, 2.0f));
+  RopeTable rope;
+  PairF kv, score, prev_kv, prev_score;
+  Inputs(Backends& b, const Case& k, int n_blocks, int first_block, uint32_t seed) {
+    Rng rng(seed);
+    c.ratio = k.ratio;
+    c.overlap = k.ratio == 4;
+    c.rotate = k.rotate;
+    c.d = k.d;
+    const int lc = c.latent();
+    c.ape = store.f32("compressor.ape", {c.ratio, lc}, rng.normals(static_cast<size_t>(c.ratio) * lc, 0.5f));
+    c.norm = store.f32("compressor.norm", {c.d}, rng.normals(c.d, 0.5f));
+    rope = make_rope_table(160000.0, 64, (first_block + n_blocks) * c.ratio, nullptr);
+    const size_t rows = static_cast<size_t>(n_blocks) * c.ratio;
+    kv = put(b, rng.normals(rows * lc));
+    score = put(b, rng.normals(rows * lc, 2.0f));
+    prev_kv = put(b, rng.normals(static_cast<size_t>(c.ratio) * lc));
+    prev_score = put(b, rng.normals(static_cast<size_t>(c.ratio) * lc, 2.0f));
+  }
+};
+
+void run_case(const Case& k) {
+  Backends b;
+  const int n_blocks = 3, first_block = 2;
+  Inputs in(b, k, n_blocks, first_block, 41 + k.ratio + (k.rotate ? 100 : 0) + (k.with_prev ? 7 : 0));
+  const CompressorWeights& c = in.c;
   PairF out = zeros(b, static_cast<size_t>(n_blocks) * c.d);
   for (int s : {kCpu, kGpu})
-    b.at(s).compress_blocks(c, kv[s], score[s], n_blocks, k.with_prev ? prev_kv[s] : nullptr,
-                            k.with_prev ? prev_score[s] : nullptr, first_block, rope, 1e-6, k.num, out[s]);
+    b.at(s).compress_blocks(c, in.kv[s], in.score[s], n_blocks, k.with_prev ? in.prev_kv[s] : nullptr,
+                            k.with_prev ? in.prev_score[s] : nullptr, first_block, in.rope, 1e-6, k.num, out[s]);
   const std::vector<float> got = get(b, out, kGpu);
   check_close(k.name, get(b, out, kCpu), got, k.rel_l2, k.max_norm);
-  check_blocks_alone(b, k, c, kv, score, prev_kv, prev_score, n_blocks, first_block, rope, got);
+  check_blocks_alone(b, k, c, in.kv, in.score, in.prev_kv, in.prev_score, n_blocks, first_block, in.rope, got);
+}
+
+// compress_blocks by both kernels (compress_kernel.h) on the same inputs: bit for bit.
+void check_kernels_agree(const Case& k, int n_blocks) {
+  Backends b;
+  const int first_block = 3;
+  Inputs in(b, k, n_blocks, first_block, 61 + k.ratio + k.d + n_blocks);
+  const size_t n_out = static_cast<size_t>(n_blocks) * in.c.d;
+  PairF one = zeros(b, n_out), split = zeros(b, n_out);
+  for (auto [kernel, out] : {std::pair{cuda::CompressKernel::one_pass, one[kGpu]},
+                             std::pair{cuda::CompressKernel::pool_then_finish, split[kGpu]}})
+    cuda::compress_blocks_with(*b.gpu, kernel, in.c, in.kv[kGpu], in.score[kGpu], n_blocks,
+                               k.with_prev ? in.prev_kv[kGpu] : nullptr, k.with_prev ? in.prev_score[kGpu] : nullptr,
+                               first_block, in.rope, 1e-6, k.num, out);
+  check_bitwise(std::string(k.name) + ": pool_then_finish vs one_pass, " + std::to_string(n_blocks) + " blocks",
+                get(b, one, kGpu), get(b, split, kGpu));
 }
 
 }  // namespace
+
+// Issue 13: the pooling spread over 32-dim chunks, then the finishing, gives the one-pass
+// kernel's bits at Flash shapes (a ratio-128 prefill of 1,024 / 2,048 tokens: 8 / 16 blocks),
+// with a predecessor and 37 blocks at ratio 4, the indexer's Hadamard + FP4 finishing, and
+// d = 100 (a last chunk of 4 dims; the finishing without a quantizer).
+TEST_CASE("compress_blocks kernels: pool_then_finish bit for bit one_pass") {
+  Numerics plain, e4m3, no_fp4;
+  e4m3.kv_quant = KvQuant::e4m3;
+  no_fp4.indexer_quant = IndexerQuant::none;
+  for (int n : {1, 8, 16}) {
+    check_kernels_agree({"Flash r128 attention d512 clamp", 128, 512, false, false, plain, 0, 0}, n);
+    check_kernels_agree({"Flash r128 attention d512 e4m3", 128, 512, false, false, e4m3, 0, 0}, n);
+  }
+  check_kernels_agree({"Flash overlap r4 attention d512, prev", 4, 512, false, true, plain, 0, 0}, 37);
+  check_kernels_agree({"overlap r4 indexer hadamard+fp4, prev", 4, 128, true, true, plain, 0, 0}, 37);
+  check_kernels_agree({"r16 indexer d100, indexer_quant none", 16, 100, true, false, no_fp4, 0, 0}, 5);
+}
 
 TEST_CASE("compress_blocks twin: overlap / non-overlap, attention / indexer finishing") {
   Numerics plain;  // kv_quant clamp (identity), indexer_quant fp4

@@ -270,7 +270,8 @@ struct RowsCase {
 
 }  // namespace
 
-// The row-tiled kernels (kernels/cuda/hc_rows.cu) keep the shipped per-row f64 order, so
+// The row-tiled kernels (kernels/cuda/hc_rows.cu; row_tiled and row_quads, whose mix takes
+// two and four rows a thread) keep the shipped per-row f64 order, so
 // their mix partials and y must equal the shipped kernels' bit for bit at any row count
 // (odd counts: partial 64-row tiles; 300: several tiles a slice), and every row alone
 // equal its row of the multi-row call. Cases: Flash's hc 4 x 4096 (fn [24, 16384], one
@@ -298,31 +299,35 @@ TEST_CASE("hc row-tiled kernels: mix partials and y bit for bit the shipped ones
     b.cpu->hc_pre(h[kCpu], rows, hc, hidden, p, 1e-6, 1e-6, 20, y_cpu[kCpu], post[kCpu], comb[kCpu]);
 
     const size_t n_part = cuda::hc_part_count(rows, width, m), row_part = n_part / rows;
-    DeviceDoubles part[2] = {DeviceDoubles(n_part), DeviceDoubles(n_part)};
-    PairF y = zeros(b, rows * hidden), y_tiled = zeros(b, rows * hidden);
+    constexpr int kSets = 3;
+    const cuda::HcKernels kernels[kSets] = {cuda::HcKernels::shipped, cuda::HcKernels::row_tiled,
+                                            cuda::HcKernels::row_quads};
+    const char* names[kSets] = {"shipped", "row-tiled", "row-quads"};
+    DeviceDoubles part[kSets] = {DeviceDoubles(n_part), DeviceDoubles(n_part), DeviceDoubles(n_part)};
+    PairF ys[kSets] = {zeros(b, rows * hidden), zeros(b, rows * hidden), zeros(b, rows * hidden)};
     b.gpu->synchronize();
-    const cuda::HcKernels kernels[2] = {cuda::HcKernels::shipped, cuda::HcKernels::row_tiled};
-    float* ys[2] = {y[kGpu], y_tiled[kGpu]};
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < kSets; ++k) {
       cuda::hc_mix_partials(kernels[k], h[kGpu], rows, width, fn_d[kGpu], false, m, part[k].p, nullptr);
       cuda::hc_collapse(kernels[k], h[kGpu], part[k].p, rows, hc, hidden, m, 1e-6, scale_d[kGpu], base_d[kGpu],
-                        false, 1e-6, ys[k], nullptr);
+                        false, 1e-6, ys[k][kGpu], nullptr);
     }
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // our launches ran on the default stream
     const std::string at = " hc " + std::to_string(hc) + " hidden " + std::to_string(hidden) + " rows " +
                            std::to_string(rows);
-    const std::vector<double> tiled = part[1].get(0, n_part);
-    check_bitwise("row-tiled mix partials vs shipped" + at, part[0].get(0, n_part), tiled);
-    check_bitwise("row-tiled y vs shipped" + at, get(b, y, kGpu), get(b, y_tiled, kGpu));
-    check_close("row-tiled y vs cpu" + at, get(b, y_cpu, kCpu), get(b, y_tiled, kGpu), 1e-6, 1e-6);
-
+    const std::vector<double> shipped = part[0].get(0, n_part);
+    const std::vector<float> y_shipped = get(b, ys[0], kGpu);
     DeviceDoubles one(row_part);
-    for (int t : {0, rows / 2, rows - 1}) {
-      cuda::hc_mix_partials(cuda::HcKernels::row_tiled, h[kGpu] + t * width, 1, width, fn_d[kGpu], false, m, one.p,
-                            nullptr);
-      const std::vector<double> row(tiled.begin() + t * row_part, tiled.begin() + (t + 1) * row_part);
-      check_bitwise("row-tiled mix partials, row " + std::to_string(t) + " alone" + at, row,
-                        one.get(0, row_part));
+    for (int k = 1; k < kSets; ++k) {
+      const std::string name = names[k];
+      const std::vector<double> tiled = part[k].get(0, n_part);
+      check_bitwise(name + " mix partials vs shipped" + at, shipped, tiled);
+      check_bitwise(name + " y vs shipped" + at, y_shipped, get(b, ys[k], kGpu));
+      check_close(name + " y vs cpu" + at, get(b, y_cpu, kCpu), get(b, ys[k], kGpu), 1e-6, 1e-6);
+      for (int t : {0, rows / 2, rows - 1}) {
+        cuda::hc_mix_partials(kernels[k], h[kGpu] + t * width, 1, width, fn_d[kGpu], false, m, one.p, nullptr);
+        const std::vector<double> row(tiled.begin() + t * row_part, tiled.begin() + (t + 1) * row_part);
+        check_bitwise(name + " mix partials, row " + std::to_string(t) + " alone" + at, row, one.get(0, row_part));
+      }
     }
   }
 }

@@ -56,8 +56,8 @@ class TracingOps final : public OpDecorator<TracingOps> {
               bool inverse) {
     rec(inverse ? "inverse rope" : "rope", v, static_cast<size_t>(rows) * heads * dim);
   }
-  void record(OpTag<"head_rms_rope_dev">, float* v, int rows, int heads, int dim, double, const RopeTable&,
-              const int32_t*) {
+  template <OneOf<OpTag<"head_rms_rope">, OpTag<"head_rms_rope_dev">> O>
+  void record(O, float* v, int rows, int heads, int dim, double, const RopeTable&, const int32_t*) {
     rec("head_rms rope", v, static_cast<size_t>(rows) * heads * dim);
   }
   void record(OpTag<"rope_hadamard_fp4_dev">, float* v, int rows, int heads, int dim, const RopeTable&,
@@ -66,6 +66,10 @@ class TracingOps final : public OpDecorator<TracingOps> {
   }
   void record(OpTag<"kv_act_quant">, float* v, int rows, int dim, int, KvQuant) {
     rec("kv_act_quant", v, static_cast<size_t>(rows) * dim);
+  }
+  void record(OpTag<"finish_kv">, float* kv, const TensorView&, int rows, int dim, double, const RopeTable&,
+              const int32_t*, KvQuant) {
+    rec("finish_kv", kv, static_cast<size_t>(rows) * dim);
   }
   void record(OpTag<"hadamard_fp4">, float* v, int vectors, int dim, bool) {
     rec("hadamard_fp4", v, static_cast<size_t>(vectors) * dim);

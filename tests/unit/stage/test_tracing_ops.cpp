@@ -60,9 +60,9 @@ TEST_CASE("TracingOps records what each op wrote and changes no result") {
   // Every op the model issues that has a record() overload (all but add) was recorded
   // under its label; nothing else was.
   const std::set<std::string> traced_ops = {
-      "attention", "compress_at", "compress_blocks", "decode_index", "finish_kv_at",
+      "attention", "compress_at", "compress_blocks", "decode_index", "finish_kv", "finish_kv_at",
       "embed", "grouped_wo_a", "grouped_wo_a_gemm", "hadamard_fp4", "hc_head", "hc_post",
-      "hc_pre", "head_rms", "indexer_topk", "inverse", "kv_act_quant", "linear_bf16",
+      "hc_pre", "head_rms", "indexer_topk", "inverse", "linear_bf16",
       "linear_bf16_gemm", "linear_fp8", "linear_fp8_gemm", "linear_island",
       "linear_island_gemm", "moe", "moe_gemm", "rmsnorm", "rope", "route", "sink_attention",
       "sink_attention_gemm"};
