@@ -217,6 +217,9 @@ class CudaOps final : public Ops {
   // Back on the main line with no line open, waiting for nothing (join_lines' end; a
   // failed capture's lines are dropped with it).
   void leave_lines();
+  // main_ waits for line `line`'s work so far (join_lines for one line: the others stay
+  // open and the current line does not change); nothing when the line has no open work.
+  void join_line(int line);
   // Refuses (Error naming `what`) an operation that a graph cannot replay (a host copy,
   // a synchronization, an allocation) while a step is being captured.
   void refuse_in_capture(const char* what, size_t bytes) const;
