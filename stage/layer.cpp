@@ -99,12 +99,24 @@ void Layer::attention_input(LayerContext& ctx, const float* h, int rows) {
 
 // §4.13: the q path from ws.x -> ws.qr (normed), ws.q (per-head normed, roped).
 void Layer::query(LayerContext& ctx, int rows) {
+  query_latent(ctx, rows);
+  query_heads(ctx, rows);
+}
+
+// §4.13's first half: ws.qr [rows, Qr] = RMSNorm(x wq_a^T, q_norm).
+void Layer::query_latent(LayerContext& ctx, int rows) {
+  const ModelConfig& c = ctx.cfg;
+  Workspace& ws = ctx.ws;
+  linear(ctx, w_.wq_a, ws.x.data(), rows, ws.qr.data());
+  ctx.ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
+}
+
+// §4.13's second half: ws.q [rows, nh, D] from the normed ws.qr (which it only reads).
+void Layer::query_heads(LayerContext& ctx, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
-  linear(ctx, w_.wq_a, ws.x.data(), rows, ws.qr.data());                      // [rows, Qr]
-  ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
-  linear(ctx, w_.wq_b, ws.qr.data(), rows, ws.q.data());                      // [rows, nh, D]
+  linear(ctx, w_.wq_b, ws.qr.data(), rows, ws.q.data());
   if (ctx.device_step) {  // the two ops below as one (issue 12: fewer launches per step)
     ops.head_rms_rope_dev(ws.q.data(), rows, c.num_attention_heads, c.head_dim, c.rms_norm_eps,
                           *rope_, ws.step_pos());
@@ -126,6 +138,12 @@ void Layer::kv_path(LayerContext& ctx, int rows, float* kv) {
 
 // §4.18 steps 1 and 3: qI [rows, Ih, Id] (rope, Hadamard + FP4), raw weights [rows, Ih].
 void Layer::indexer_query(LayerContext& ctx, int rows) {
+  indexer_q(ctx, rows);
+  indexer_weights(ctx, rows);
+}
+
+// §4.18 step 1: ws.qi [rows, Ih, Id] from the normed ws.qr (which it only reads).
+void Layer::indexer_q(LayerContext& ctx, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
@@ -141,7 +159,11 @@ void Layer::indexer_query(LayerContext& ctx, int rows) {
     rope_rows(ctx, ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, false);
     if (fp4) ops.hadamard_fp4(ws.qi.data(), rows * c.index_n_heads, c.index_head_dim, true);
   }
-  linear(ctx, w_.indexer->weights_proj, ws.x.data(), rows, ws.wi.data());
+}
+
+// §4.18 step 3: the raw weights ws.wi [rows, Ih] = x weights_proj^T (from ws.x alone).
+void Layer::indexer_weights(LayerContext& ctx, int rows) {
+  linear(ctx, w_.indexer->weights_proj, ctx.ws.x.data(), rows, ctx.ws.wi.data());
 }
 
 void Layer::upload_index(LayerContext& ctx, const MergedIndex& m, int rows) {
