@@ -217,7 +217,7 @@ void Layer::indexer_select(LayerContext& ctx, const MergedIndex& m, int32_t* idx
 }
 
 // §4.20-§4.21 and §5 line 5: sink attention over kv_source, inverse rope, grouped wo_a,
-// wo_b, then hc_post into ws.h_mid.
+// wo_b, then hc_post into ws.h_mid (a decode step's wo_b and hc_post as one op).
 void Layer::attention_back(LayerContext& ctx, const float* kv_source, const MergedIndex& m,
                            const int32_t* idx, const float* h, int rows) {
   Ops& ops = ctx.ops;
@@ -240,6 +240,11 @@ void Layer::attention_back(LayerContext& ctx, const float* kv_source, const Merg
   }
   if (ctx.gemm) ops.grouped_wo_a_gemm(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
   else ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
+  if (ctx.device_step) {  // wo_b and hc_post as one op (issue 12)
+    ops.linear_fp8_hc_post(w_.wo_b, ws.og.data(), rows, act, ws.a.data(), h, ws.post.data(),
+                           ws.comb.data(), c.hc_mult, ws.h_mid.data());
+    return;
+  }
   linear(ctx, w_.wo_b, ws.og.data(), rows, ws.a.data());
   ops.hc_post(ws.a.data(), h, ws.post.data(), ws.comb.data(), rows, c.hc_mult, c.hidden_size,
               ws.h_mid.data());
