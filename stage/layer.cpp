@@ -99,23 +99,11 @@ void Layer::attention_input(LayerContext& ctx, const float* h, int rows) {
 
 // §4.13: the q path from ws.x -> ws.qr (normed), ws.q (per-head normed, roped).
 void Layer::query(LayerContext& ctx, int rows) {
-  query_latent(ctx, rows);
-  query_heads(ctx, rows);
-}
-
-// §4.13's first half: ws.qr [rows, Qr] = RMSNorm(x wq_a^T, q_norm).
-void Layer::query_latent(LayerContext& ctx, int rows) {
-  const ModelConfig& c = ctx.cfg;
-  Workspace& ws = ctx.ws;
-  linear(ctx, w_.wq_a, ws.x.data(), rows, ws.qr.data());
-  ctx.ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
-}
-
-// §4.13's second half: ws.q [rows, nh, D] from the normed ws.qr (which it only reads).
-void Layer::query_heads(LayerContext& ctx, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
+  linear(ctx, w_.wq_a, ws.x.data(), rows, ws.qr.data());                      // [rows, Qr]
+  ops.rmsnorm(ws.qr.data(), w_.q_norm, rows, c.q_lora_rank, c.rms_norm_eps, ws.qr.data());
   linear(ctx, w_.wq_b, ws.qr.data(), rows, ws.q.data());                      // [rows, nh, D]
   // head_rms then rope as one op (issue 12: fewer launches per step; issue 13: one pass
   // over a prefill's q).
@@ -144,12 +132,6 @@ void Layer::kv_path(LayerContext& ctx, int rows, float* kv) {
 
 // §4.18 steps 1 and 3: qI [rows, Ih, Id] (rope, Hadamard + FP4), raw weights [rows, Ih].
 void Layer::indexer_query(LayerContext& ctx, int rows) {
-  indexer_q(ctx, rows);
-  indexer_weights(ctx, rows);
-}
-
-// §4.18 step 1: ws.qi [rows, Ih, Id] from the normed ws.qr (which it only reads).
-void Layer::indexer_q(LayerContext& ctx, int rows) {
   Ops& ops = ctx.ops;
   const ModelConfig& c = ctx.cfg;
   Workspace& ws = ctx.ws;
@@ -165,11 +147,7 @@ void Layer::indexer_q(LayerContext& ctx, int rows) {
     rope_rows(ctx, ws.qi.data(), rows, c.index_n_heads, c.index_head_dim, false);
     if (fp4) ops.hadamard_fp4(ws.qi.data(), rows * c.index_n_heads, c.index_head_dim, true);
   }
-}
-
-// §4.18 step 3: the raw weights ws.wi [rows, Ih] = x weights_proj^T (from ws.x alone).
-void Layer::indexer_weights(LayerContext& ctx, int rows) {
-  linear(ctx, w_.indexer->weights_proj, ctx.ws.x.data(), rows, ctx.ws.wi.data());
+  linear(ctx, w_.indexer->weights_proj, ws.x.data(), rows, ws.wi.data());
 }
 
 void Layer::upload_index(LayerContext& ctx, const MergedIndex& m, int rows) {
@@ -223,7 +201,7 @@ void Layer::indexer_select(LayerContext& ctx, const MergedIndex& m, int32_t* idx
 }
 
 // §4.20-§4.21 and §5 line 5: sink attention over kv_source, inverse rope, grouped wo_a,
-// wo_b, then hc_post into ws.h_mid (a decode step's wo_b and hc_post as one op).
+// wo_b, then hc_post into ws.h_mid.
 void Layer::attention_back(LayerContext& ctx, const float* kv_source, const MergedIndex& m,
                            const int32_t* idx, const float* h, int rows) {
   Ops& ops = ctx.ops;
@@ -246,11 +224,6 @@ void Layer::attention_back(LayerContext& ctx, const float* kv_source, const Merg
   }
   if (ctx.gemm) ops.grouped_wo_a_gemm(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
   else ops.grouped_wo_a(w_.wo_a, ws.o.data(), rows, c.o_groups, act, ws.og.data());
-  if (ctx.device_step) {  // wo_b and hc_post as one op (issue 12)
-    ops.linear_fp8_hc_post(w_.wo_b, ws.og.data(), rows, act, ws.a.data(), h, ws.post.data(),
-                           ws.comb.data(), c.hc_mult, ws.h_mid.data());
-    return;
-  }
   linear(ctx, w_.wo_b, ws.og.data(), rows, ws.a.data());
   ops.hc_post(ws.a.data(), h, ws.post.data(), ws.comb.data(), rows, c.hc_mult, c.hidden_size,
               ws.h_mid.data());

@@ -90,13 +90,9 @@ class Layer {
   void rope_rows(LayerContext& ctx, float* v, int rows, int heads, int dim, bool inverse);
   void attention_front(LayerContext& ctx, const float* h, int rows);  // input, then query
   void attention_input(LayerContext& ctx, const float* h, int rows);
-  void query(LayerContext& ctx, int rows);         // query_latent, then query_heads
-  void query_latent(LayerContext& ctx, int rows);  // ws.x -> ws.qr
-  void query_heads(LayerContext& ctx, int rows);   // ws.qr -> ws.q
+  void query(LayerContext& ctx, int rows);
   void kv_path(LayerContext& ctx, int rows, float* kv);
-  void indexer_query(LayerContext& ctx, int rows);    // indexer_q, then indexer_weights
-  void indexer_q(LayerContext& ctx, int rows);        // ws.qr -> ws.qi
-  void indexer_weights(LayerContext& ctx, int rows);  // ws.x -> ws.wi
+  void indexer_query(LayerContext& ctx, int rows);
   void upload_index(LayerContext& ctx, const MergedIndex& m, int rows);
   // The merged index rows of a prefill (pos0 0) or chunk call of `rows` rows in backend
   // memory (ws.call_index of this layer's ratio): built and uploaded by the call's first

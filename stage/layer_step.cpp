@@ -33,11 +33,8 @@ void Layer::step_rows(LayerContext& ctx, int rows, bool round, float* h, float* 
   // beside the query on the main line (issue 12: ~1,400 small ops per step, most waiting on
   // the one before). Writes: line 1 the latents (ws.kv_src and the ring slot, or the
   // transient rows), ws.idx's window, ws.n_visible; line 2 the attention compressor's rows,
-  // pending rows, snapshot and store; line 3 the indexer compressor's, ikvc and the
-  // indexer's raw weights ws.wi; main ws.qr, ws.q. All read ws.x, written before the fork.
-  // The indexer's q reads the normed ws.qr alone, so it runs on line 1 (after the latents)
-  // from the q norm on, beside the q heads (which only read ws.qr from then on), and writes
-  // ws.qi. Nothing reads ws.wi or ws.qi before the join.
+  // pending rows, snapshot and store; line 3 the indexer compressor's and ikvc; main ws.qr,
+  // ws.q, ws.qi, ws.wi. All read ws.x, written before the fork.
   ops.on_line(1);
   // Step 3: the window latents go where attention reads them (the query sees itself). A
   // plain row is built in a fixed row and copied to the slot of p (§6.3): kv_path's
@@ -64,16 +61,10 @@ void Layer::step_rows(LayerContext& ctx, int rows, bool round, float* h, float* 
     CompressorState& ic = *cache_.index;
     ic.project(ops, ws.x.data(), rows, ic.rows_kv(), ic.rows_score(), /*gemm=*/false);
     ic.advance_at(ops, p, rows, round, *rope_, c.rms_norm_eps, ctx.num);
-    indexer_weights(ctx, rows);  // step 5's weights (from ws.x)
   }
   ops.on_line(0);
-  query_latent(ctx, rows);
-  if (cache_.index) {  // step 5's q (from ws.qr)
-    ops.on_line(1);
-    indexer_q(ctx, rows);
-    ops.on_line(0);
-  }
-  query_heads(ctx, rows);
+  query(ctx, rows);
+  if (cache_.index) indexer_query(ctx, rows);  // step 5's q (from ws.qr)
   ops.join_lines();
   if (cache_.index)  // step 5's top-k
     indexer_select(ctx, m, ws.idx.data(), rows, cache_.ikvc.data(), cache_.window);

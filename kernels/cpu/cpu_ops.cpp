@@ -122,12 +122,6 @@ class CpuOps final : public Ops {
                   float* y) override {
     cpu_linear_fp8(cache_, w, x, rows, act_bf16, y);
   }
-  void linear_fp8_hc_post(const Fp8Linear& w, const float* x, int rows, bool act_bf16, float* y,
-                          const float* res, const float* post, const float* comb, int hc,
-                          float* out) override {
-    linear_fp8(w, x, rows, act_bf16, y);
-    hc_post(y, res, post, comb, rows, hc, static_cast<int>(w.out()), out);
-  }
   void linear_bf16(const TensorView& w, const float* x, int rows, bool act_bf16,
                    float* y) override {
     cpu_linear_bf16(cache_, w, x, rows, act_bf16, y);

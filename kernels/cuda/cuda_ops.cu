@@ -129,15 +129,12 @@ void CudaOps::on_line(int line) {
 }
 
 void CudaOps::join_lines() {
-  for (int k = 1; k < kOpLines; ++k) join_line(k);
+  for (int k = 1; k < kOpLines; ++k)
+    if (lines_open_ & (1u << k)) {
+      DSV4_CUDA_CHECK(cudaEventRecord(line_done_[k], lines_[k]));
+      DSV4_CUDA_CHECK(cudaStreamWaitEvent(main_, line_done_[k], 0));
+    }
   leave_lines();
-}
-
-void CudaOps::join_line(int line) {
-  if (!(lines_open_ & (1u << line))) return;
-  DSV4_CUDA_CHECK(cudaEventRecord(line_done_[line], lines_[line]));
-  DSV4_CUDA_CHECK(cudaStreamWaitEvent(main_, line_done_[line], 0));
-  lines_open_ &= ~(1u << line);
 }
 
 void CudaOps::leave_lines() {

@@ -115,10 +115,6 @@ class CudaOps final : public Ops {
   void linear_island(const TensorView& w, const float* x, int rows, float* y) override;
   void grouped_wo_a(const Fp8Linear& wo_a, const float* o, int rows, int groups,
                     bool act_bf16, float* og) override;
-  // linear_fp8 whose GEMV stores also write hc_post's outputs (linear.cu).
-  void linear_fp8_hc_post(const Fp8Linear& w, const float* x, int rows, bool act_bf16, float* y,
-                          const float* res, const float* post, const float* comb, int hc,
-                          float* out) override;
   // linear_fp8 / grouped_wo_a with the tensor-core shapes on `kernel` (the twin test of
   // the ring against gemv_tc: cuda::linear_fp8_with, gemv_kernel.h).
   void linear_fp8_on(cuda::TcGemvKernel kernel, const Fp8Linear& w, const float* x, int rows, bool act_bf16,
@@ -232,9 +228,6 @@ class CudaOps final : public Ops {
   // Back on the main line with no line open, waiting for nothing (join_lines' end; a
   // failed capture's lines are dropped with it).
   void leave_lines();
-  // main_ waits for line `line`'s work so far (join_lines for one line: the others stay
-  // open and the current line does not change); nothing when the line has no open work.
-  void join_line(int line);
   // Refuses (Error naming `what`) an operation that a graph cannot replay (a host copy,
   // a synchronization, an allocation) while a step is being captured.
   void refuse_in_capture(const char* what, size_t bytes) const;
@@ -308,14 +301,14 @@ class CudaOps final : public Ops {
   // The GEMV family of linear.cuh: one problem (groups on grid.z; FP8 tensor-core shapes on
   // `tc`, value-initialized: shipped), its fast path (false, nothing launched, when x's
   // layout does not allow 128-bit loads), and the plain case y [rows, n_out] = x [rows,
-  // k_in] W^T (post: hc_post of y in the same launch, GemvArgs::post).
+  // k_in] W^T.
   template <class W>
   void gemv(const W& w, const cuda::GemvArgs& a, int groups, cuda::TcGemvKernel tc = {});
   template <class C>
   bool gemv_chunks(const C& c, cuda::GemvArgs a, int groups);
   template <class W>
   void gemv_rows(const W& w, const float* x, int64_t k_in, bool act_bf16, float* y, int64_t n_out,
-                 int rows, cuda::TcGemvKernel tc = {}, const cuda::HcPost* post = nullptr);
+                 int rows, cuda::TcGemvKernel tc = {});
 
   // The prefill GEMMs: the weight as bf16 in Slot::gemm_w (the FP8 codes x block scales
   // dequantized exactly, or an F32 weight's bf16-exact values; a BF16 weight is used in

@@ -7,7 +7,6 @@
 #include <cstdint>
 
 #include "kernels/cuda/device_math.cuh"
-#include "kernels/cuda/hc_post.cuh"
 
 namespace dsv4::cuda {
 
@@ -27,18 +26,7 @@ struct GemvArgs {
   int rows = 0;
   int splits = 1;  // warps per output set (fast path), a power of two <= kGemvWarps
   bool act_bf16 = false;
-  // post.out set (Ops::linear_fp8_hc_post: one group, y [rows, n_out]): each stored y
-  // value's hc_post column too, hidden = n_out (store_y).
-  HcPost post{};
 };
-
-// The store of every GEMV kernel: y at (row r, group g, output n) = v, and with a.post.out
-// set hc_post's column (r, n) of v, hc_post_kernel's expression (hc_post.cuh), so the bits
-// are linear_fp8's then hc_post's.
-__device__ inline void store_y(const GemvArgs& a, int64_t r, int64_t g, int64_t n, float v) {
-  a.y[r * a.y_stride + g * a.y_group + n] = v;
-  if (a.post.out) hc_post_column(v, a.post, r, static_cast<int>(n), static_cast<int>(a.n_out));  // uniform
-}
 
 // The grid of a resident-block GEMV launch of `sets` output sets (kGemvWarps / a.splits
 // per block): y the row blocks of rows_per_block rows, z the groups, x the blocks that fit

@@ -164,7 +164,7 @@ __device__ inline void tc_store(const float (&acc)[4], float (&part)[kGemvWarps]
       if (col < L.nr && n < a.n_out) {
         float v = part[L.warp][i][L.lane];
         for (int j = 1; j < L.splits; ++j) v += part[L.warp + j][i][L.lane];
-        store_y(a, L.r0 + col, L.gz, n, v);
+        a.y[(L.r0 + col) * a.y_stride + L.gz * a.y_group + n] = v;
       }
     }
   __syncthreads();  // part is read before the next tile writes it

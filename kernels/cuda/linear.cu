@@ -16,18 +16,6 @@ void CudaOps::linear_fp8_on(cuda::TcGemvKernel kernel, const Fp8Linear& w, const
   gemv_rows(d, x, w.in(), act_bf16, y, w.out(), rows, kernel);
 }
 
-// hc_post's post / comb come from hc_pre's split: joined before the launch.
-void CudaOps::linear_fp8_hc_post(const Fp8Linear& w, const float* x, int rows, bool act_bf16, float* y,
-                                 const float* res, const float* post, const float* comb, int hc, float* out) {
-  DSV4_CHECK(hc >= 1 && hc <= cuda::hc::kMaxHc, "linear_fp8_hc_post: hc=", hc);
-  const cuda::Fp8W d = fp8(w);
-  if (rows == 0 || w.out() == 0) return;
-  activate();
-  join_split();
-  const cuda::HcPost p{res, post, comb, hc, out};
-  gemv_rows(d, x, w.in(), act_bf16, y, w.out(), rows, cuda::TcGemvKernel::automatic, &p);
-}
-
 void CudaOps::linear_bf16(const TensorView& w, const float* x, int rows, bool act_bf16, float* y) {
   cuda::require_2d(w, "linear_bf16");
   const cuda::DenseW d = dense(w, w.dim(1));

@@ -79,7 +79,7 @@ __global__ void gemv_kernel(W w, GemvArgs a) {
       acc = fmaf(v, w.at(a.w_row0 + g * a.w_group + n, k), acc);
     }
     acc = warp_sum(acc);
-    if (lane == 0) store_y(a, r, g, n, acc);
+    if (lane == 0) a.y[r * a.y_stride + g * a.y_group + n] = acc;
   }
 }
 
@@ -151,7 +151,7 @@ __device__ inline void combine_set(const float (&acc)[R][NO], float (&part)[kGem
     if (r < nr && n0 + o < a.n_out) {
       float s = part[warp][r][o];
       for (int j = 1; j < splits; ++j) s += part[warp + j][r][o];
-      store_y(a, r0 + r, g, n0 + o, s);
+      a.y[(r0 + r) * a.y_stride + g * a.y_group + n0 + o] = s;
     }
   }
 }
@@ -456,13 +456,11 @@ void CudaOps::gemv(const W& w, const cuda::GemvArgs& a, int groups, cuda::TcGemv
   cuda::launch(cuda::gemv_kernel<W>, grid, cuda::kGemvThreads, 0, stream_, w, a);
 }
 
-// y [rows, n_out] = x [rows, k_in] W^T (one group, contiguous rows), and with post hc_post
-// of y (store_y).
+// y [rows, n_out] = x [rows, k_in] W^T (one group, contiguous rows).
 template <class W>
 void CudaOps::gemv_rows(const W& w, const float* x, int64_t k_in, bool act_bf16, float* y,
-                        int64_t n_out, int rows, cuda::TcGemvKernel tc, const cuda::HcPost* post) {
+                        int64_t n_out, int rows, cuda::TcGemvKernel tc) {
   cuda::GemvArgs a;
-  if (post) a.post = *post;
   a.x = x;
   a.x_stride = k_in;
   a.y = y;

@@ -48,8 +48,6 @@ using cuda::MmaArgs;
 using cuda::Tiles;
 using cuda::max_tiles;
 constexpr int kSharedLine = 1;  // the shared expert's line (Ops::on_line), beside the routed ones
-constexpr int kActLine = 2;     // the native arm's x quantization (routed_fragment), beside the grouping
-static_assert(kActLine != kSharedLine && kActLine < Ops::kOpLines && kSharedLine < Ops::kOpLines);
 
 using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh)
 
@@ -515,16 +513,8 @@ void CudaOps::routed_fragment(const BlockWeights& b, const ExpertTable& table, c
     const int64_t n_rows = std::min<int64_t>(C, rows - row0), slots = n_rows * k;
     const int64_t tiles_max = max_tiles(slots, n_experts);
     const int32_t* sel_c = sel + row0 * k;
-    // x's quantization needs x alone, so it runs on its own line beside the grouping and
-    // is joined before the up projection (issue 12: one launch a layer off the critical
-    // path). It writes xq / xs alone, the main line's carve (taken above, on line 0), which
-    // nothing else touches until that join: the grouping writes `ints`, the shared expert
-    // its own line's scratch; the fork orders it after the previous pass's readers of xq.
-    on_line(kActLine);
-    cuda::act_fp16_rows(x + row0 * H, n_rows, H, reinterpret_cast<__half*>(xq), xs, stream_);
-    on_line(0);
     cuda::group_slots(sel_c, static_cast<int>(slots), nullptr, n_experts, tiles, stream_);
-    join_line(kActLine);
+    cuda::act_fp16_rows(x + row0 * H, n_rows, H, reinterpret_cast<__half*>(xq), xs, stream_);
     const cuda::FragArgs up{MmaArgs{tiles, nullptr, k, I, H, h, wt + row0 * k, limit}, sel_c, experts,
                             reinterpret_cast<const __half*>(xq), xs};
     cuda::launch_expert_fp4(2, nv, cuda::kFragRing, up, tiles_max, device_, stream_);

@@ -52,50 +52,6 @@ TEST_CASE("linear_fp8 twin (L-bf16), partial 128-blocks, and row independence") 
                         [&](const float* xp, int r, float* yp) { b.gpu->linear_fp8(w, xp, r, true, yp); });
 }
 
-// linear_fp8_hc_post (issue 12, the decode step's wo_b): on CUDA the bits of linear_fp8 then
-// hc_post (hc 4), hc_post's columns written by the GEMV's store (GemvArgs::post), on every
-// GEMV path — [200, 136] the one-warp fallback (rows of partial chunks), [512, 4096] the
-// chunk kernel, Flash wo_b [4096, 8192] gemv_tc at 1-4 rows and the cp.async ring at 5 —
-// bf16 and f32 activations; a row of a T-row call equals the row alone (R-I3); against the
-// CPU at linear_fp8's bound (hc_post's own twin is exact, hc_post_kernel's expression).
-TEST_CASE("linear_fp8_hc_post twin: linear_fp8 then hc_post as one op, bit for bit at 1..5 rows; rows vs single rows") {
-  constexpr int kPostHc = 4, kMaxRows = 5;
-  Backends b;
-  Rng rng(37);
-  Store store;
-  for (const auto& [out, in] : {std::pair<int64_t, int64_t>{200, 136}, {512, 4096}, {4096, 8192}}) {
-    const Fp8Linear w = store.fp8("wo_b", out, in, rng);
-    PairF x = put(b, rng.normals(kMaxRows * in));
-    const size_t n_h = static_cast<size_t>(kMaxRows) * kPostHc * out;
-    PairF res = put(b, rng.normals(n_h)), post = put(b, rng.normals(kMaxRows * kPostHc)),
-          comb = put(b, rng.normals(kMaxRows * kPostHc * kPostHc));
-    for (int rows = 1; rows <= kMaxRows; ++rows)
-      for (bool act : {true, false}) {
-        const std::string what = cat("linear_fp8_hc_post [", out, ", ", in, "] rows ", rows, act ? " bf16" : " f32",
-                                     " act");
-        const size_t n_y = static_cast<size_t>(rows) * out, n_o = n_y * kPostHc;
-        PairF y = zeros(b, n_y), h = zeros(b, n_o), chain_y = zeros(b, n_y), chain_h = zeros(b, n_o);
-        for (int s : {kCpu, kGpu})
-          b.at(s).linear_fp8_hc_post(w, x[s], rows, act, y[s], res[s], post[s], comb[s], kPostHc, h[s]);
-        b.gpu->linear_fp8(w, x[kGpu], rows, act, chain_y[kGpu]);
-        b.gpu->hc_post(chain_y[kGpu], res[kGpu], post[kGpu], comb[kGpu], rows, kPostHc, static_cast<int>(out),
-                       chain_h[kGpu]);
-        check_bitwise(what + " y vs linear_fp8", get(b, chain_y, kGpu), get(b, y, kGpu));
-        check_bitwise(what + " h vs linear_fp8, hc_post", get(b, chain_h, kGpu), get(b, h, kGpu));
-        // linear_fp8's f32 sums in another order (<= 8192 terms, ~1e-6), then exact hc_post
-        // arithmetic on both: bound 1e-5.
-        check_close(what + " y", get(b, y, kCpu), get(b, y, kGpu), 1e-5, 1e-5);
-        check_close(what + " h", get(b, h, kCpu), get(b, h, kGpu), 1e-5, 1e-5);
-        PairF one_y = zeros(b, n_y), one_h = zeros(b, n_o);
-        for (int t = 0; t < rows; ++t)
-          b.gpu->linear_fp8_hc_post(w, x[kGpu] + t * in, 1, act, one_y[kGpu] + t * out,
-                                    res[kGpu] + t * kPostHc * out, post[kGpu] + t * kPostHc,
-                                    comb[kGpu] + t * kPostHc * kPostHc, kPostHc, one_h[kGpu] + t * kPostHc * out);
-        check_bitwise(what + " h rows vs single rows", get(b, h, kGpu), get(b, one_h, kGpu));
-      }
-  }
-}
-
 TEST_CASE("linear_bf16 and linear_island twins") {
   Backends b;
   Rng rng(32);

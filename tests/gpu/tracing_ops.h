@@ -100,11 +100,6 @@ class TracingOps final : public OpDecorator<TracingOps> {
   void record(O, const Fp8Linear& w, const float*, int rows, bool, float* y) {
     rec(std::string(O::name) + " " + w.weight.name, y, static_cast<size_t>(rows) * w.out());
   }
-  void record(OpTag<"linear_fp8_hc_post">, const Fp8Linear& w, const float* x, int rows, bool act_bf16, float* y,
-              const float* res, const float* post, const float* comb, int hc, float* out) {
-    record(OpTag<"linear_fp8">{}, w, x, rows, act_bf16, y);
-    record(OpTag<"hc_post">{}, y, res, post, comb, rows, hc, static_cast<int>(w.out()), out);
-  }
   template <OneOf<OpTag<"linear_bf16">, OpTag<"linear_bf16_gemm">> O>
   void record(O, const TensorView& w, const float*, int rows, bool, float* y) {
     rec(std::string(O::name) + " " + w.name, y, static_cast<size_t>(rows) * w.dim(0));
