@@ -315,9 +315,17 @@ void CudaOps::hc_pre_norm(const float* h, int s, int hc, int hidden, const HcPar
   if (norm.numel() != hidden)
     throw Error(cat("hc_pre_norm: weight '", norm.name, "' has ", norm.numel(), " elements, rows have ", hidden));
   // One launch for a few rows (hc_pre_norm.cu), else the two ops: the same bits either way.
-  // The cluster tail where it takes the shapes (sm_90; Flash at 1-4 rows), else the last block.
-  auto kernel = cuda::HcNormKernel::cluster4;
-  if (!cuda::hc_pre_norm_takes(kernel, s, hc, hidden, m)) kernel = cuda::HcNormKernel::last_block;
+  // One row: the last-block kernel; 2-4 rows: the cluster tail where it takes the shapes
+  // (sm_90; Flash), cluster8 before cluster4. dsv4-dev-hc at 387d9a6 on one H200, us a call
+  // in a graph with PDL, last_block / cluster4 / cluster8: 1 row 10.5 / 11.5 / 11.3, 2 rows
+  // 16.7 / 13.1 / 12.7, 4 rows 29.1 / 15.9 / 15.0.
+  auto kernel = cuda::HcNormKernel::last_block;
+  if (s >= 2)
+    for (const cuda::HcNormKernel k : {cuda::HcNormKernel::cluster8, cuda::HcNormKernel::cluster4})
+      if (cuda::hc_pre_norm_takes(k, s, hc, hidden, m)) {
+        kernel = k;
+        break;
+      }
   if (!cuda::hc_pre_norm_takes(kernel, s, hc, hidden, m)) {
     hc_pre(h, s, hc, hidden, p, norm_eps, hc_eps, sinkhorn_iters, y, post, comb);
     rmsnorm(y, norm, s, hidden, norm_eps, x);

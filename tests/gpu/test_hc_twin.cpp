@@ -72,8 +72,8 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
 }
 
 // hc_pre_norm (issue 12): on CUDA the bits of hc_pre then rmsnorm, in one launch up to 4
-// rows (hc_pre_norm.cu's cluster kernel on sm_90, here every shape but 5 rows) and by the
-// two ops past that (5 rows); a repeated call the same bits (the last-block ticket is back
+// rows (hc_pre_norm.cu: the last-block kernel at 1 row, a cluster kernel at 2-4 on sm_90)
+// and by the two ops past that (5 rows); a repeated call the same bits (the last-block ticket is back
 // at 0 after each launch, as a replayed step graph needs); rows vs single rows; against the
 // CPU at hc_pre's bound.
 TEST_CASE("hc_pre_norm twin: hc_pre then rmsnorm as one op, bit for bit; rows vs single rows") {
