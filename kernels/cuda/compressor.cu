@@ -230,10 +230,8 @@ void cuda::compress_blocks_with(Ops& ops, CompressKernel kernel, const Compresso
                                 const float* score, int n_blocks, const float* prev_kv, const float* prev_score,
                                 int first_block, const RopeTable& rope, double norm_eps, const Numerics& num,
                                 float* out) {
-  auto* cuda_ops = dynamic_cast<CudaOps*>(&ops);
-  if (cuda_ops == nullptr) throw Error(cat("compress_blocks_with: needs the cuda backend, got ", ops.name()));
-  cuda_ops->compress_blocks_on(kernel, c, kv, score, n_blocks, prev_kv, prev_score, first_block, rope, norm_eps, num,
-                               out);
+  cuda_backend(ops, "compress_blocks_with")
+      .compress_blocks_on(kernel, c, kv, score, n_blocks, prev_kv, prev_score, first_block, rope, norm_eps, num, out);
 }
 
 void CudaOps::compress_blocks_on(cuda::CompressKernel kernel, const CompressorWeights& c, const float* kv,

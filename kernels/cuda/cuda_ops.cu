@@ -428,4 +428,14 @@ std::unique_ptr<Ops> make_cuda_ops(int device, bool step_graphs, bool pdl) {
   return std::make_unique<CudaOps>(device, step_graphs, pdl);
 }
 
+const CudaOps& cuda_backend(const Ops& ops, const char* what) {
+  const auto* cuda_ops = dynamic_cast<const CudaOps*>(&ops);
+  if (cuda_ops == nullptr) throw Error(cat(what, ": needs the cuda backend, got ", ops.name()));
+  return *cuda_ops;
+}
+
+CudaOps& cuda_backend(Ops& ops, const char* what) {
+  return const_cast<CudaOps&>(cuda_backend(static_cast<const Ops&>(ops), what));
+}
+
 }  // namespace dsv4

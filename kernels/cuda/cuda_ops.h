@@ -359,4 +359,9 @@ class CudaOps final : public Ops {
   size_t ring_used_ = 0;
 };
 
+// The CUDA backend behind `ops`, or an Error "<what>: needs the cuda backend, got <name>"
+// (the cuda::*_with entry points the twin tests and dev benches call).
+CudaOps& cuda_backend(Ops& ops, const char* what);
+const CudaOps& cuda_backend(const Ops& ops, const char* what);
+
 }  // namespace dsv4

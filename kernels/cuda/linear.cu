@@ -56,13 +56,6 @@ void CudaOps::grouped_wo_a_on(cuda::TcGemvKernel kernel, const Fp8Linear& wo_a, 
   gemv(d, a, groups, kernel);
 }
 
-// The CUDA backend of `ops`, or an Error naming what it is instead.
-static CudaOps& cuda_backend(Ops& ops, const char* what) {
-  auto* cuda_ops = dynamic_cast<CudaOps*>(&ops);
-  if (cuda_ops == nullptr) throw Error(cat(what, ": needs the cuda backend, got ", ops.name()));
-  return *cuda_ops;
-}
-
 void cuda::linear_fp8_with(Ops& ops, TcGemvKernel kernel, const Fp8Linear& w, const float* x, int rows,
                            bool act_bf16, float* y) {
   cuda_backend(ops, "linear_fp8_with").linear_fp8_on(kernel, w, x, rows, act_bf16, y);

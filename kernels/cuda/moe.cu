@@ -399,9 +399,7 @@ void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t
 
 void cuda::moe_with(Ops& ops, ExpertKernel kernel, const BlockWeights& b, const float* x, int rows,
                     const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num, float* out) {
-  auto* cuda_ops = dynamic_cast<CudaOps*>(&ops);
-  if (cuda_ops == nullptr) throw Error(cat("moe_with: needs the cuda backend, got ", ops.name()));
-  cuda_ops->moe_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+  cuda_backend(ops, "moe_with").moe_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
 }
 
 void CudaOps::check_grouping(const BlockWeights& b, int64_t slots) const {

@@ -124,10 +124,8 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
 }
 
 std::vector<cuda::Fp4GemmKernel> cuda::fp4_gemm_kernels(const Ops& ops) {
-  const auto* c = dynamic_cast<const CudaOps*>(&ops);
-  if (c == nullptr) throw Error(cat("fp4_gemm_kernels: needs the cuda backend, got ", ops.name()));
   std::vector<Fp4GemmKernel> out{Fp4GemmKernel::mma_sync};
-  if (fp4_wgmma_runs_on(c->device()))
+  if (fp4_wgmma_runs_on(cuda_backend(ops, "fp4_gemm_kernels").device()))
     out.push_back(Fp4GemmKernel::wgmma);
   return out;
 }
@@ -135,9 +133,7 @@ std::vector<cuda::Fp4GemmKernel> cuda::fp4_gemm_kernels(const Ops& ops) {
 void cuda::moe_gemm_with(Ops& ops, Fp4GemmKernel kernel, const BlockWeights& b, const float* x, int rows,
                          const int32_t* sel, const float* wt, int k, float swiglu_limit, const Numerics& num,
                          float* out) {
-  auto* c = dynamic_cast<CudaOps*>(&ops);
-  if (c == nullptr) throw Error(cat("moe_gemm_with: needs the cuda backend, got ", ops.name()));
-  c->moe_gemm_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
+  cuda_backend(ops, "moe_gemm_with").moe_gemm_on(kernel, b, x, rows, sel, wt, k, swiglu_limit, num, out);
 }
 
 void CudaOps::moe_gemm_on(cuda::Fp4GemmKernel kernel, const BlockWeights& b, const float* x, int rows,
