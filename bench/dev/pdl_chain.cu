@@ -16,6 +16,18 @@
 // with NaN first, so a link that read its input early would show), and 8 sampled links
 // against a host f64 reference from the device's own x_{i-1} (within 1e-5: f32 sums of K
 // products, ~1e-7). Prints us per link, the weight stream's TB/s and the ratio to 4.3 TB/s.
+//
+// Then the L2 prefetch groups (issue 12: a decode layer's big FP8 GEMVs follow runs of
+// small latency-bound kernels that leave HBM idle): a group is `gaps` K 256 links and one
+// K 4096 link (32 MB, its own matrix per group, so only a prefetch can put it in L2), all
+// pdl+prefetch, in one graph of `groups` groups, timed three ways:
+//   none    no L2 prefetch;
+//   early   a prefetch node (cp.async.bulk.prefetch.L2 over the big link's matrix before
+//           its griddepcontrol.wait, then the wait and the release: one more link) first
+//           in the group, so HBM streams the matrix while the gap links run;
+//   late    the same node right before the big link (it overlaps one link only);
+// plus `gaps only` (the group without its big link), so big = group - gaps only is the big
+// link's cost. Each big link's output is checked against the host, all modes bitwise equal.
 // usage: dsv4-dev-pdl [links (200)] [reps (20)]
 #include <cuda_runtime.h>
 
@@ -40,6 +52,7 @@ using namespace dsv4;
 constexpr int kThreads = 256, kWarps = kThreads / cuda::kWarp;  // a warp per output row
 constexpr int kSampled = 8;
 constexpr double kBound = 1e-5, kFloorTBs = 4.3;
+constexpr int kL2Groups = 24;  // 24 x 32 MB: far beyond the 50 MB L2
 
 enum class Mode { off, pdl, pdl_prefetch };
 const char* mode_name(Mode m) { return m == Mode::off ? "off" : m == Mode::pdl ? "pdl" : "pdl+prefetch"; }
@@ -193,6 +206,134 @@ bool run_size(int k, int links, int reps, cudaStream_t s) {
   return ok;
 }
 
+// ---- L2 prefetch groups ----
+
+constexpr int kPrefetchThreads = 128;
+constexpr int64_t kPrefetchPiece = 64 << 10;  // bytes per cp.async.bulk.prefetch.L2
+
+// Issues L2 prefetches of [p, p + bytes) (16-byte aligned, a multiple of 16) before the
+// wait: the weights are never written by the chain, so they may be read early.
+__global__ void __launch_bounds__(kPrefetchThreads) prefetch_l2_kernel(const uint8_t* p, int64_t bytes) {
+  for (int64_t o = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kPrefetchPiece; o < bytes;
+       o += int64_t{gridDim.x} * blockDim.x * kPrefetchPiece) {
+    const uint32_t n = static_cast<uint32_t>(bytes - o < kPrefetchPiece ? bytes - o : kPrefetchPiece);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p + o), "r"(n) : "memory");
+#endif
+  }
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
+}
+
+enum class Place { none, early, late, gaps_only };
+const char* place_name(Place p) {
+  return p == Place::none ? "none" : p == Place::early ? "early" : p == Place::late ? "late" : "gaps only";
+}
+
+struct Groups {
+  int gaps, groups;
+  uint16_t* small;  // [gaps][256][256], shared by the groups (L2-resident: latency links)
+  uint16_t* big;    // [groups][4096][4096]
+  float* x_small;   // [256] input of every gap link
+  float* y_small;   // [gaps * groups][256]
+  float* x_big;     // [4096]
+  float* y_big;     // [groups][4096]
+  static constexpr size_t kBigMatrix = size_t{4096} * 4096, kSmallMatrix = size_t{256} * 256;
+};
+
+void launch_prefetch(const uint16_t* w, cudaStream_t s) {
+  const int64_t bytes = int64_t(Groups::kBigMatrix) * 2;
+  const int grid = static_cast<int>((bytes / kPrefetchPiece + kPrefetchThreads - 1) / kPrefetchThreads);
+  cuda::launch(prefetch_l2_kernel, grid, kPrefetchThreads, 0, s, reinterpret_cast<const uint8_t*>(w), bytes);
+}
+
+cudaGraphExec_t capture_groups(Place place, const Groups& c, cudaStream_t s) {
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t e = nullptr;
+  cuda::set_pdl(true);
+  DSV4_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < c.groups; ++i) {
+    const uint16_t* big = c.big + size_t(i) * Groups::kBigMatrix;
+    if (place == Place::early) launch_prefetch(big, s);
+    for (int j = 0; j < c.gaps; ++j)
+      cuda::launch(link_kernel<256, true>, 256 / kWarps, kThreads, 0, s, c.small + size_t(j) * Groups::kSmallMatrix,
+                   c.x_small, c.y_small + size_t(i * c.gaps + j) * 256);
+    if (place == Place::gaps_only) continue;
+    if (place == Place::late) launch_prefetch(big, s);
+    cuda::launch(link_kernel<4096, true>, 4096 / kWarps, kThreads, 0, s, big, c.x_big, c.y_big + size_t(i) * 4096);
+  }
+  DSV4_CUDA_CHECK(cudaStreamEndCapture(s, &g));
+  DSV4_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+  DSV4_CUDA_CHECK(cudaGraphDestroy(g));
+  cuda::set_pdl(false);
+  return e;
+}
+
+// Big link i's output against a host f64 sum of its matrix and x_big.
+double check_big(const Groups& c, int i, const std::vector<float>& y, const std::vector<float>& x) {
+  std::vector<uint16_t> w(Groups::kBigMatrix);
+  DSV4_CUDA_CHECK(cudaMemcpy(w.data(), c.big + size_t(i) * Groups::kBigMatrix, w.size() * 2, cudaMemcpyDeviceToHost));
+  std::vector<double> ref(4096);
+  for (int r = 0; r < 4096; ++r) {
+    double acc = 0;
+    for (int j = 0; j < 4096; ++j) acc += double(bf16_to_f32(w[size_t(r) * 4096 + j])) * x[j];
+    ref[r] = acc;
+  }
+  const dev::Closeness d = dev::closeness(ref.data(), y.data() + size_t(i) * 4096, 4096);
+  return std::max(d.rel_l2, d.max_norm);
+}
+
+bool run_groups(int gaps, int groups, int reps, cudaStream_t s) {
+  Groups c{gaps, groups, dev::device_alloc<uint16_t>(size_t(gaps) * Groups::kSmallMatrix),
+           dev::device_alloc<uint16_t>(size_t(groups) * Groups::kBigMatrix), dev::device_alloc<float>(256),
+           dev::device_alloc<float>(size_t(gaps) * groups * 256), dev::device_alloc<float>(4096),
+           dev::device_alloc<float>(size_t(groups) * 4096)};
+  for (int j = 0; j < gaps; ++j)
+    fill_weights_kernel<<<64, kThreads, 0, s>>>(c.small + size_t(j) * Groups::kSmallMatrix,
+                                                int64_t(Groups::kSmallMatrix), 0xA11u + 31u * j, std::sqrt(3.0f / 256));
+  for (int i = 0; i < groups; ++i)
+    fill_weights_kernel<<<1024, kThreads, 0, s>>>(c.big + size_t(i) * Groups::kBigMatrix, int64_t(Groups::kBigMatrix),
+                                                  0xB16u + 7919u * i, std::sqrt(3.0f / 4096));
+  DSV4_CUDA_CHECK(cudaGetLastError());
+  std::vector<float> xs(256), xb(4096);
+  for (int j = 0; j < 256; ++j) xs[j] = std::cos(0.11f * j);
+  for (int j = 0; j < 4096; ++j) xb[j] = std::sin(0.37f * j) + 0.25f;
+  DSV4_CUDA_CHECK(cudaMemcpy(c.x_small, xs.data(), xs.size() * 4, cudaMemcpyHostToDevice));
+  DSV4_CUDA_CHECK(cudaMemcpy(c.x_big, xb.data(), xb.size() * 4, cudaMemcpyHostToDevice));
+  DSV4_CUDA_CHECK(cudaDeviceSynchronize());
+
+  bool ok = true;
+  float gaps_us = 0;
+  std::vector<float> first;
+  for (Place p : {Place::gaps_only, Place::none, Place::early, Place::late}) {
+    cudaGraphExec_t e = capture_groups(p, c, s);
+    DSV4_CUDA_CHECK(cudaMemsetAsync(c.y_big, 0xFF, size_t(groups) * 4096 * 4, s));
+    DSV4_CUDA_CHECK(cudaGraphLaunch(e, s));
+    DSV4_CUDA_CHECK(cudaStreamSynchronize(s));
+    const float us = dev::time_launches([&] { DSV4_CUDA_CHECK(cudaGraphLaunch(e, s)); }, reps, s) / groups;
+    DSV4_CUDA_CHECK(cudaGraphExecDestroy(e));
+    if (p == Place::gaps_only) {
+      gaps_us = us;
+      std::printf("gaps %2d  %-9s %8.2f us/group\n", gaps, place_name(p), us);
+      continue;
+    }
+    const std::vector<float> y = dev::download(c.y_big, size_t(groups) * 4096);
+    bool same = true;
+    if (first.empty()) first = y;
+    else same = std::memcmp(first.data(), y.data(), y.size() * sizeof(float)) == 0;
+    double worst = 0;
+    for (int t = 0; t < 3; ++t) worst = std::max(worst, check_big(c, t * (groups - 1) / 2, y, xb));
+    const double big_us = us - gaps_us, tbs = double(Groups::kBigMatrix) * 2 / (big_us * 1e-6) / 1e12;
+    const bool pass = same && worst <= kBound;
+    ok = ok && pass;
+    std::printf("gaps %2d  %-9s %8.2f us/group  big link %6.2f us (%5.2f TB/s)  bitwise=%s host=%.1e %s\n", gaps,
+                place_name(p), us, big_us, tbs, same ? "yes" : "NO", worst, pass ? "ok" : "FAIL");
+  }
+  for (void* q : {(void*)c.small, (void*)c.big, (void*)c.x_small, (void*)c.y_small, (void*)c.x_big, (void*)c.y_big})
+    DSV4_CUDA_CHECK(cudaFree(q));
+  return ok;
+}
+
 int run(int argc, char** argv) {
   const int links = argc > 1 ? std::atoi(argv[1]) : 200, reps = argc > 2 ? std::atoi(argv[2]) : 20;
   if (links < kSampled || reps < 1) {
@@ -204,6 +345,8 @@ int run(int argc, char** argv) {
   std::printf("dsv4-dev-pdl: %d dependent GEMV links per graph, %d replays, %d SMs\n", links, reps, dev::device_sms());
   bool ok = true;
   for (int k : {256, 2048, 4096}) ok = run_size(k, links, reps, s) && ok;
+  std::printf("L2 prefetch groups: %d groups of K 256 gap links + one 32 MB link\n", kL2Groups);
+  for (int gaps : {2, 4, 8, 16}) ok = run_groups(gaps, kL2Groups, reps, s) && ok;
   DSV4_CUDA_CHECK(cudaStreamDestroy(s));
   std::printf("%s\n", ok ? "all modes bitwise equal and within the host bound" : "FAILED");
   return ok ? 0 : 1;
