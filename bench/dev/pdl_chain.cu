@@ -26,6 +26,7 @@
 //           its griddepcontrol.wait, then the wait and the release: one more link) first
 //           in the group, so HBM streams the matrix while the gap links run;
 //   late    the same node right before the big link (it overlaps one link only);
+//   side    the node on a second stream forked before the gaps, joined after the big link;
 // plus `gaps only` (the group without its big link), so big = group - gaps only is the big
 // link's cost. Each big link's output is checked against the host, all modes bitwise equal.
 // usage: dsv4-dev-pdl [links (200)] [reps (20)]
@@ -208,26 +209,33 @@ bool run_size(int k, int links, int reps, cudaStream_t s) {
 
 // ---- L2 prefetch groups ----
 
-constexpr int kPrefetchThreads = 128;
-constexpr int64_t kPrefetchPiece = 64 << 10;  // bytes per cp.async.bulk.prefetch.L2
+constexpr int kPrefetchThreads = 32;
+constexpr int64_t kPrefetchPiece = 8 << 10;  // bytes per cp.async.bulk.prefetch.L2: a thread one piece
 
-// Issues L2 prefetches of [p, p + bytes) (16-byte aligned, a multiple of 16) before the
-// wait: the weights are never written by the chain, so they may be read early.
+// Issues L2 prefetches of [p, p + bytes) (16-byte aligned, a multiple of 16), one piece a
+// thread, the grid spread over every SM: an SM's bulk-copy unit works through its queue at
+// well below HBM's rate (call 1: 512 pieces of 64 KiB from 4 blocks took ~50 us for 32 MB).
+// It releases its dependents first (their own waits still wait for this grid, which waits
+// for its primary: the chain's transitivity holds) and reads nothing a kernel writes.
 __global__ void __launch_bounds__(kPrefetchThreads) prefetch_l2_kernel(const uint8_t* p, int64_t bytes) {
-  for (int64_t o = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kPrefetchPiece; o < bytes;
-       o += int64_t{gridDim.x} * blockDim.x * kPrefetchPiece) {
+  cuda::pdl_launch_dependents();
+  const int64_t o = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kPrefetchPiece;
+  if (o < bytes) {
     const uint32_t n = static_cast<uint32_t>(bytes - o < kPrefetchPiece ? bytes - o : kPrefetchPiece);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p + o), "r"(n) : "memory");
 #endif
   }
   cuda::pdl_wait();
-  cuda::pdl_launch_dependents();
 }
 
-enum class Place { none, early, late, gaps_only };
+enum class Place { none, early, late, side, gaps_only };
 const char* place_name(Place p) {
-  return p == Place::none ? "none" : p == Place::early ? "early" : p == Place::late ? "late" : "gaps only";
+  return p == Place::none    ? "none"
+         : p == Place::early ? "early"
+         : p == Place::late  ? "late"
+         : p == Place::side  ? "side"
+                             : "gaps only";
 }
 
 struct Groups {
@@ -247,25 +255,42 @@ void launch_prefetch(const uint16_t* w, cudaStream_t s) {
   cuda::launch(prefetch_l2_kernel, grid, kPrefetchThreads, 0, s, reinterpret_cast<const uint8_t*>(w), bytes);
 }
 
+// side: the prefetch node on a second stream forked before the gaps (a full dependency on
+// the previous group's big link) and joined after this group's big link.
 cudaGraphExec_t capture_groups(Place place, const Groups& c, cudaStream_t s) {
   cudaGraph_t g = nullptr;
   cudaGraphExec_t e = nullptr;
+  cudaStream_t side = nullptr;
+  cudaEvent_t fork = nullptr, done = nullptr;
+  DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  DSV4_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   cuda::set_pdl(true);
   DSV4_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < c.groups; ++i) {
     const uint16_t* big = c.big + size_t(i) * Groups::kBigMatrix;
     if (place == Place::early) launch_prefetch(big, s);
+    if (place == Place::side) {
+      DSV4_CUDA_CHECK(cudaEventRecord(fork, s));
+      DSV4_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
+      launch_prefetch(big, side);
+      DSV4_CUDA_CHECK(cudaEventRecord(done, side));
+    }
     for (int j = 0; j < c.gaps; ++j)
       cuda::launch(link_kernel<256, true>, 256 / kWarps, kThreads, 0, s, c.small + size_t(j) * Groups::kSmallMatrix,
                    c.x_small, c.y_small + size_t(i * c.gaps + j) * 256);
     if (place == Place::gaps_only) continue;
     if (place == Place::late) launch_prefetch(big, s);
     cuda::launch(link_kernel<4096, true>, 4096 / kWarps, kThreads, 0, s, big, c.x_big, c.y_big + size_t(i) * 4096);
+    if (place == Place::side) DSV4_CUDA_CHECK(cudaStreamWaitEvent(s, done, 0));
   }
   DSV4_CUDA_CHECK(cudaStreamEndCapture(s, &g));
   DSV4_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
   DSV4_CUDA_CHECK(cudaGraphDestroy(g));
   cuda::set_pdl(false);
+  DSV4_CUDA_CHECK(cudaEventDestroy(fork));
+  DSV4_CUDA_CHECK(cudaEventDestroy(done));
+  DSV4_CUDA_CHECK(cudaStreamDestroy(side));
   return e;
 }
 
@@ -305,7 +330,7 @@ bool run_groups(int gaps, int groups, int reps, cudaStream_t s) {
   bool ok = true;
   float gaps_us = 0;
   std::vector<float> first;
-  for (Place p : {Place::gaps_only, Place::none, Place::early, Place::late}) {
+  for (Place p : {Place::gaps_only, Place::none, Place::early, Place::late, Place::side}) {
     cudaGraphExec_t e = capture_groups(p, c, s);
     DSV4_CUDA_CHECK(cudaMemsetAsync(c.y_big, 0xFF, size_t(groups) * 4096 * 4, s));
     DSV4_CUDA_CHECK(cudaGraphLaunch(e, s));
