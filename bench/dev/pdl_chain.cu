@@ -27,6 +27,7 @@
 //           in the group, so HBM streams the matrix while the gap links run;
 //   late    the same node right before the big link (it overlaps one link only);
 //   side    the node on a second stream forked before the gaps, joined after the big link;
+//   side read  as side, with a kernel that reads the matrix (ordinary loads) instead;
 // plus `gaps only` (the group without its big link), so big = group - gaps only is the big
 // link's cost. Each big link's output is checked against the host, all modes bitwise equal.
 // usage: dsv4-dev-pdl [links (200)] [reps (20)]
@@ -229,12 +230,27 @@ __global__ void __launch_bounds__(kPrefetchThreads) prefetch_l2_kernel(const uin
   cuda::pdl_wait();
 }
 
-enum class Place { none, early, late, side, gaps_only };
+// The side_read placement's node: reads every 16-byte chunk of [p, p + bytes) through the
+// ordinary load path (L2 allocating), so the lines are in L2 whether or not a bulk prefetch
+// would have put them there; the xor of the chunks goes to *sink only if it is a value no
+// weight fill makes (never), which keeps the loads alive.
+constexpr int kReadThreads = 256, kReadBlocks = 264;
+__global__ void __launch_bounds__(kReadThreads) read_l2_kernel(const uint4* p, int64_t chunks, uint32_t* sink) {
+  uint32_t x = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < chunks; i += int64_t{gridDim.x} * blockDim.x) {
+    const uint4 v = p[i];
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x == 0x7FC0FFEEu) *sink = x;
+}
+
+enum class Place { none, early, late, side, side_read, gaps_only };
 const char* place_name(Place p) {
   return p == Place::none    ? "none"
          : p == Place::early ? "early"
          : p == Place::late  ? "late"
          : p == Place::side  ? "side"
+         : p == Place::side_read ? "side read"
                              : "gaps only";
 }
 
@@ -246,6 +262,7 @@ struct Groups {
   float* y_small;   // [gaps * groups][256]
   float* x_big;     // [4096]
   float* y_big;     // [groups][4096]
+  uint32_t* sink;   // read_l2_kernel's never-taken store
   static constexpr size_t kBigMatrix = size_t{4096} * 4096, kSmallMatrix = size_t{256} * 256;
 };
 
@@ -270,10 +287,13 @@ cudaGraphExec_t capture_groups(Place place, const Groups& c, cudaStream_t s) {
   for (int i = 0; i < c.groups; ++i) {
     const uint16_t* big = c.big + size_t(i) * Groups::kBigMatrix;
     if (place == Place::early) launch_prefetch(big, s);
-    if (place == Place::side) {
+    if (place == Place::side || place == Place::side_read) {
       DSV4_CUDA_CHECK(cudaEventRecord(fork, s));
       DSV4_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
-      launch_prefetch(big, side);
+      if (place == Place::side) launch_prefetch(big, side);
+      else
+        read_l2_kernel<<<kReadBlocks, kReadThreads, 0, side>>>(reinterpret_cast<const uint4*>(big),
+                                                                int64_t(Groups::kBigMatrix) * 2 / 16, c.sink);
       DSV4_CUDA_CHECK(cudaEventRecord(done, side));
     }
     for (int j = 0; j < c.gaps; ++j)
@@ -282,7 +302,7 @@ cudaGraphExec_t capture_groups(Place place, const Groups& c, cudaStream_t s) {
     if (place == Place::gaps_only) continue;
     if (place == Place::late) launch_prefetch(big, s);
     cuda::launch(link_kernel<4096, true>, 4096 / kWarps, kThreads, 0, s, big, c.x_big, c.y_big + size_t(i) * 4096);
-    if (place == Place::side) DSV4_CUDA_CHECK(cudaStreamWaitEvent(s, done, 0));
+    if (place == Place::side || place == Place::side_read) DSV4_CUDA_CHECK(cudaStreamWaitEvent(s, done, 0));
   }
   DSV4_CUDA_CHECK(cudaStreamEndCapture(s, &g));
   DSV4_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
@@ -312,7 +332,7 @@ bool run_groups(int gaps, int groups, int reps, cudaStream_t s) {
   Groups c{gaps, groups, dev::device_alloc<uint16_t>(size_t(gaps) * Groups::kSmallMatrix),
            dev::device_alloc<uint16_t>(size_t(groups) * Groups::kBigMatrix), dev::device_alloc<float>(256),
            dev::device_alloc<float>(size_t(gaps) * groups * 256), dev::device_alloc<float>(4096),
-           dev::device_alloc<float>(size_t(groups) * 4096)};
+           dev::device_alloc<float>(size_t(groups) * 4096), dev::device_alloc<uint32_t>(1)};
   for (int j = 0; j < gaps; ++j)
     fill_weights_kernel<<<64, kThreads, 0, s>>>(c.small + size_t(j) * Groups::kSmallMatrix,
                                                 int64_t(Groups::kSmallMatrix), 0xA11u + 31u * j, std::sqrt(3.0f / 256));
@@ -330,7 +350,7 @@ bool run_groups(int gaps, int groups, int reps, cudaStream_t s) {
   bool ok = true;
   float gaps_us = 0;
   std::vector<float> first;
-  for (Place p : {Place::gaps_only, Place::none, Place::early, Place::late, Place::side}) {
+  for (Place p : {Place::gaps_only, Place::none, Place::early, Place::late, Place::side, Place::side_read}) {
     cudaGraphExec_t e = capture_groups(p, c, s);
     DSV4_CUDA_CHECK(cudaMemsetAsync(c.y_big, 0xFF, size_t(groups) * 4096 * 4, s));
     DSV4_CUDA_CHECK(cudaGraphLaunch(e, s));
@@ -354,7 +374,7 @@ bool run_groups(int gaps, int groups, int reps, cudaStream_t s) {
     std::printf("gaps %2d  %-9s %8.2f us/group  big link %6.2f us (%5.2f TB/s)  bitwise=%s host=%.1e %s\n", gaps,
                 place_name(p), us, big_us, tbs, same ? "yes" : "NO", worst, pass ? "ok" : "FAIL");
   }
-  for (void* q : {(void*)c.small, (void*)c.big, (void*)c.x_small, (void*)c.y_small, (void*)c.x_big, (void*)c.y_big})
+  for (void* q : {(void*)c.small, (void*)c.big, (void*)c.x_small, (void*)c.y_small, (void*)c.x_big, (void*)c.y_big, (void*)c.sink})
     DSV4_CUDA_CHECK(cudaFree(q));
   return ok;
 }
