@@ -21,7 +21,10 @@ namespace {
 
 constexpr int kScoreThreads = 256;
 constexpr int kScoreWarps = kScoreThreads / cuda::kWarp;
-constexpr int kTileKeys = 64;                           // keys per scoring block
+// Keys per scoring block: 32, a key a lane (64 before): at context 4,096 a ratio-4 layer's
+// 1,024 keys fill 32 blocks, not 16, each with half the chains. Bits unchanged: a dot's
+// order (dims ascending) and the head sum's (heads ascending) do not depend on the tile.
+constexpr int kTileKeys = 32;
 constexpr int kKeysPerLane = kTileKeys / cuda::kWarp;   // lane owns keys lane + 32 b
 constexpr int kHeadChunk = 64;                          // heads per q load
 constexpr int kHeadsPerWarp = kHeadChunk / kScoreWarps; // warp w owns heads 8w..8w+7
