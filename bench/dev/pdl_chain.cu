@@ -30,6 +30,7 @@
 //   side read  as side, with a kernel that reads the matrix (ordinary loads) instead;
 // plus `gaps only` (the group without its big link), so big = group - gaps only is the big
 // link's cost. Each big link's output is checked against the host, all modes bitwise equal.
+// Last, the read rate of a plain streaming kernel over 32 MB - 1 GB (what 'the floor' can be).
 // usage: dsv4-dev-pdl [links (200)] [reps (20)]
 #include <cuda_runtime.h>
 
@@ -379,6 +380,29 @@ bool run_groups(int gaps, int groups, int reps, cudaStream_t s) {
   return ok;
 }
 
+// The read rate a plain streaming kernel reaches (the floor's 4.3 TB/s is an assumption):
+// read_l2_kernel over `bytes` at rotating offsets of a 4 GiB buffer (so L2 holds none of
+// it), blocks x 256 threads, timed one launch after another (no graph).
+void stream_rates(int reps, cudaStream_t s) {
+  const int64_t total = int64_t{4} << 30;
+  uint8_t* buf = dev::device_alloc<uint8_t>(size_t(total));
+  uint32_t* sink = dev::device_alloc<uint32_t>(1);
+  DSV4_CUDA_CHECK(cudaMemsetAsync(buf, 1, size_t(total), s));
+  for (int64_t bytes : {int64_t{32} << 20, int64_t{256} << 20, int64_t{1} << 30})
+    for (int blocks : {kReadBlocks, 4 * kReadBlocks}) {
+      const int64_t slots = total / bytes;
+      int i = 0;
+      const float us = dev::time_launches([&] {
+        read_l2_kernel<<<blocks, kReadThreads, 0, s>>>(reinterpret_cast<const uint4*>(buf + (i++ % slots) * bytes),
+                                                        bytes / 16, sink);
+      }, reps, s);
+      std::printf("stream read %5lld MB  %4d blocks  %9.2f us  %5.2f TB/s\n", static_cast<long long>(bytes >> 20),
+                  blocks, us, double(bytes) / (us * 1e-6) / 1e12);
+    }
+  DSV4_CUDA_CHECK(cudaFree(buf));
+  DSV4_CUDA_CHECK(cudaFree(sink));
+}
+
 int run(int argc, char** argv) {
   const int links = argc > 1 ? std::atoi(argv[1]) : 200, reps = argc > 2 ? std::atoi(argv[2]) : 20;
   if (links < kSampled || reps < 1) {
@@ -392,6 +416,7 @@ int run(int argc, char** argv) {
   for (int k : {256, 2048, 4096}) ok = run_size(k, links, reps, s) && ok;
   std::printf("L2 prefetch groups: %d groups of K 256 gap links + one 32 MB link\n", kL2Groups);
   for (int gaps : {2, 4, 8, 16}) ok = run_groups(gaps, kL2Groups, reps, s) && ok;
+  stream_rates(reps, s);
   DSV4_CUDA_CHECK(cudaStreamDestroy(s));
   std::printf("%s\n", ok ? "all modes bitwise equal and within the host bound" : "FAILED");
   return ok ? 0 : 1;
