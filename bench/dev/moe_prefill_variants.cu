@@ -24,11 +24,15 @@
 // speed-up over the fp4 line; its bits against decode are printed ("=decode", or "!=decode"
 // with rel_l2 / max_norm against decode's outputs, which must be within 1e-5: wgmma's k16
 // rounding is not tied to mma.sync's by PTX).
+// The wgtma lines (a 9.0 device): the wgmma_tma kernel, the wgmma kernel's multiply on the
+// mbarrier ring (bulk copies of the code units, no block barrier a chunk); the same bits as
+// the wgmma line's required ("=wgmma"), "wgmma/wgtma" its speed-up over the wgmma line.
 // Time: one launch of the projection's kernel (event-timed mean over reps), TFLOP/s of
 // the slots' useful products (2 x slots x rows x K per projection) and TB/s of the used
 // experts' weights read once (FP4 codes and scales: the bytes a perfect kernel reads).
 // Success: every line says "ok" and "=again" (a second launch gives the same bits), every
-// fp4 line "=decode", every wgmma line "=decode" or "!=decode" within 1e-5; the exit status
+// fp4 line "=decode", every wgmma and wgtma line "=decode" or "!=decode" within 1e-5, every
+// wgtma line "=wgmma"; the exit status
 // is 1 otherwise.
 // usage: dsv4-dev-moe-prefill [reps] [mxfp4]
 #include <cuda_runtime.h>
@@ -247,21 +251,26 @@ class Case {
   // The fp4 arm (P = 1 cases): x and h by act_fp16_rows, both projections on the relaid
   // experts, each against the reference (from the dequantized activations) and the decode
   // fp4 kernel's bits: the mma.sync kernel ("fp4") and, on a compute capability 9.0 device,
-  // the wgmma kernel ("wgmma", activations in K order). h / y: the ring's buffers, reused.
+  // the wgmma kernel ("wgmma", activations in K order) and wgmma_tma ("wgtma", against the
+  // wgmma line's bits too). h / y: the ring's buffers, reused.
   bool run_fp4(const float* x, const float* wt, float* h, float* y) {
     bool ok = run_fp4_kernel(cuda::Fp4GemmKernel::mma_sync, x, wt, h, y);
-    if (cuda::fp4_wgmma_runs_on(device_))
+    if (cuda::fp4_wgmma_runs_on(device_)) {
       ok &= run_fp4_kernel(cuda::Fp4GemmKernel::wgmma, x, wt, h, y);
-    else
+      ok &= run_fp4_kernel(cuda::Fp4GemmKernel::wgmma_tma, x, wt, h, y);
+    } else {
       std::printf("  (no wgmma lines: the device is not compute capability 9.0)\n");
+    }
     return ok;
   }
 
   // One kernel's up and down (its activation order: fp4_gemm_act_order); the decode fp4
-  // kernel's outputs from the same inputs (up: x; down: this kernel's own h).
+  // kernel's outputs from the same inputs (up: x; down: this kernel's own h). The wgmma
+  // kernel's outputs are kept for the wgtma lines (the down projection's inputs are then
+  // the same h bit for bit when the up lines agree).
   bool run_fp4_kernel(cuda::Fp4GemmKernel kernel, const float* x, const float* wt, float* h, float* y) {
-    const bool wg = kernel == cuda::Fp4GemmKernel::wgmma;
-    const char* arm = wg ? "wgmma" : "fp4";
+    const bool wg = kernel != cuda::Fp4GemmKernel::mma_sync;
+    const char* arm = kernel == cuda::Fp4GemmKernel::wgmma ? "wgmma" : wg ? "wgtma" : "fp4";
     const cuda::ActOrder order = cuda::fp4_gemm_act_order(kernel);
     const int32_t* sel = device_copy(sel_);
     auto* xq = device_alloc<__half>(static_cast<size_t>(rows_) * kHidden);
@@ -277,6 +286,7 @@ class Case {
     std::vector<float> h_out, y_out;
     bool ok = report<true>(arm, [&] { cuda::launch_expert_fp4_gemm(true, ex_.nv, kernel, a, device_, nullptr); }, h,
                            h_out, x_ref, kTop, &h_decode, !wg);
+    if (kernel == cuda::Fp4GemmKernel::wgmma) wgmma_out_[0] = h_out;
     cuda::act_fp16_rows(h, slots_, kInter, hq, hs, nullptr);  // from this kernel's own h (§4.23)
     a.act = hq;
     a.act_scale = hs;
@@ -289,6 +299,7 @@ class Case {
     cuda::act_fp16_rows(h, slots_, kInter, hq, hs, nullptr, order);
     ok &= report<false>(arm, [&] { cuda::launch_expert_fp4_gemm(false, ex_.nv, kernel, a, device_, nullptr); }, y,
                         y_out, h_ref, 1, &y_decode, !wg);
+    if (kernel == cuda::Fp4GemmKernel::wgmma) wgmma_out_[1] = y_out;
     for (const void* p : {static_cast<const void*>(sel), static_cast<const void*>(xq), static_cast<const void*>(xs),
                           static_cast<const void*>(hq), static_cast<const void*>(hs)})
       DSV4_CUDA_CHECK(cudaFree(const_cast<void*>(p)));
@@ -339,7 +350,8 @@ class Case {
   // `decode`, against the decode fp4 kernel's bits (decode_exact: required; else reported,
   // and a difference held to kTolerance: the wgmma kernel, whose k16 rounding PTX does not
   // tie to mma.sync's); its outputs into `got`. The ratio printed: the ring kernel's time
-  // over an fp4 line's, the fp4 (mma.sync) line's over a wgmma line's.
+  // over an fp4 line's, the fp4 (mma.sync) line's over a wgmma line's, the wgmma line's over
+  // a wgtma line's (which must also give the wgmma line's bits: "=wgmma").
   template <bool Up, class Launch>
   bool report(const char* arm, Launch launch, float* out, std::vector<float>& got, const std::vector<float>& in,
               int act_div, const std::vector<float>* decode = nullptr, bool decode_exact = true) {
@@ -361,11 +373,16 @@ class Case {
     dev::Closeness vs_decode{};
     if (decode && !as_decode) vs_decode = closeness(*decode, got);
     ok &= same && (as_decode || (!decode_exact && vs_decode.within(kTolerance)));
-    const bool wg = std::strcmp(arm, "wgmma") == 0;
+    const bool wg = std::strcmp(arm, "wgmma") == 0, tma = std::strcmp(arm, "wgtma") == 0;
+    const std::vector<float>& wgmma_got = wgmma_out_[Up ? 0 : 1];
+    const bool as_wgmma = tma && wgmma_got.size() == n && std::memcmp(got.data(), wgmma_got.data(), n * sizeof(float)) == 0;
+    if (tma) ok &= as_wgmma;
     float& ring = ring_us_[Up ? 0 : 1];
     float& fp4 = fp4_us_[Up ? 0 : 1];
+    float& wgmma = wgmma_us_[Up ? 0 : 1];
     if (!decode) ring = us;
-    else if (!wg) fp4 = us;
+    else if (wg) wgmma = us;
+    else if (!tma) fp4 = us;
     std::printf("  %-4s %-5s %9.1f us %7.1f TFLOP/s %5.2f TB/s  ref rel_l2 %.1e max_norm %.1e %s %s", Up ? "up" : "down",
                 arm, us, flops / us / 1e6, bytes / us / 1e6, c.rel_l2, c.max_norm,
                 c.within(kTolerance) ? "ok" : "OVER-TOLERANCE", same ? "=again" : "DIFFERS-FROM-AGAIN");
@@ -373,7 +390,10 @@ class Case {
     if (decode && !as_decode)
       std::printf(" %s vs decode rel_l2 %.1e max_norm %.1e", decode_exact ? "DIFFERS-FROM-DECODE" : "!=decode",
                   vs_decode.rel_l2, vs_decode.max_norm);
-    if (decode) std::printf(wg ? "  fp4/wgmma %.2fx" : "  ring/fp4 %.2fx", (wg ? fp4 : ring) / us);
+    if (tma) std::printf(as_wgmma ? " =wgmma" : " DIFFERS-FROM-WGMMA");
+    if (decode)
+      std::printf(tma ? "  wgmma/wgtma %.2fx" : wg ? "  fp4/wgmma %.2fx" : "  ring/fp4 %.2fx",
+                  (tma ? wgmma : wg ? fp4 : ring) / us);
     std::printf("\n");
     return ok;
   }
@@ -415,6 +435,8 @@ class Case {
   std::vector<float> x_, wt_;
   float ring_us_[2] = {};  // the ring kernel's last up / down time
   float fp4_us_[2] = {};   // the fp4 (mma.sync) kernel's
+  float wgmma_us_[2] = {};  // the wgmma kernel's
+  std::vector<float> wgmma_out_[2];  // the wgmma kernel's up / down outputs
 };
 
 int run(int argc, char** argv) {

@@ -41,6 +41,7 @@ __device__ inline uint4 lds128(const uint4* p) {
 }
 
 struct MmaSyncPolicy {
+  static constexpr bool kBulkRing = false;
   static constexpr int kActPlane = kTileSlots * 4 + 2;
   static constexpr int kActU4 = 4 * kActPlane;
   // Piece 4t + p of a column's chunk (fragment order: lane t's uint4 p).
@@ -115,16 +116,17 @@ Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, bool nv, int device) {
   // 2,048, so MXFP4 keeps mma_sync (bench/RESULTS.md, tenth session).
   if (kernel == Fp4GemmKernel::automatic)
     return nv && fp4_wgmma_runs_on(device) ? Fp4GemmKernel::wgmma : Fp4GemmKernel::mma_sync;
-  if (kernel == Fp4GemmKernel::wgmma && !fp4_wgmma_runs_on(device)) {
+  if (kernel != Fp4GemmKernel::mma_sync && !fp4_wgmma_runs_on(device)) {
     const auto [major, minor] = compute_capability(device);
-    throw Error(cat("expert_fp4_gemm: the wgmma kernel needs a compute capability 9.0 device; device ", device, " is ",
+    throw Error(cat("expert_fp4_gemm: the ", kernel == Fp4GemmKernel::wgmma ? "wgmma" : "wgmma_tma",
+                    " kernel needs a compute capability 9.0 device; device ", device, " is ",
                     major, ".", minor));
   }
   return kernel;
 }
 
 ActOrder fp4_gemm_act_order(Fp4GemmKernel kernel) {
-  return kernel == Fp4GemmKernel::wgmma ? ActOrder::k : ActOrder::fragment;
+  return kernel == Fp4GemmKernel::mma_sync ? ActOrder::fragment : ActOrder::k;
 }
 
 void launch_expert_fp4_gemm(bool up, bool nv, Fp4GemmKernel kernel, const Fp4GemmArgs& a, int device,
@@ -137,6 +139,8 @@ void launch_expert_fp4_gemm(bool up, bool nv, Fp4GemmKernel kernel, const Fp4Gem
     throw Error(cat("expert_fp4_gemm: ", a.tiles_max, " tiles of ", a.k, "-wide activations exceed 32-bit offsets"));
   if (kernel == Fp4GemmKernel::wgmma)
     launch_wgmma(up, nv, a, device, stream);
+  else if (kernel == Fp4GemmKernel::wgmma_tma)
+    launch_wgmma_tma(up, nv, a, device, stream);
   else if (kernel == Fp4GemmKernel::mma_sync)
     launch_walk<MmaSyncPolicy>(up, nv, a, device, stream);
   else

@@ -42,14 +42,14 @@ struct Fp4GemmArgs {
 bool fp4_wgmma_runs_on(int device);
 // The kernel `automatic` names on `device` for NVFP4 (nv) or MXFP4 experts (wgmma for NVFP4
 // on a 9.0 device, mma_sync otherwise: the measurements at fp4_gemm_kernel_on); a named
-// kernel as it is, wgmma refused by name on a device that cannot run it.
+// kernel as it is, wgmma and wgmma_tma refused by name on a device that cannot run them.
 Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, bool nv, int device);
 // The order of the activation rows the kernel reads: the decode kernel's B-fragment order
-// (mma_sync) or K order (wgmma: its B tiles are 16-byte runs of 8 consecutive k).
+// (mma_sync) or K order (wgmma, wgmma_tma: their B tiles are 16-byte runs of 8 consecutive k).
 ActOrder fp4_gemm_act_order(Fp4GemmKernel kernel);
 
 // up: h = swiglu(w1 x, w3 x) x wt (§4.23; m = inter); down: y = w2 h (m = hidden). m a
-// multiple of 16, k of 128; NVFP4 (nv) or MXFP4 experts; `kernel` mma_sync or wgmma (not
+// multiple of 16, k of 128; NVFP4 (nv) or MXFP4 experts; `kernel` named (not
 // automatic), a.act in its order (fp4_gemm_act_order).
 void launch_expert_fp4_gemm(bool up, bool nv, Fp4GemmKernel kernel, const Fp4GemmArgs& a, int device,
                             cudaStream_t stream);

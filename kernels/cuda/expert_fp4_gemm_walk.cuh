@@ -26,7 +26,13 @@
 // them, lands in it), staged() (a thread's landed copies made visible to the multiply,
 // before the chunk's barrier) and chunk<NV>(stage, warp, active, group_active, used, acc)
 // (acc[n] += the chunk's products of the warp's rows with n8 tile n < used; active: the
-// warp's rows are below m, group_active: its warpgroup's first rows are).
+// warp's rows are below m, group_active: its warpgroup's first rows are), and kBulkRing:
+// false, the ring above (every thread's cp.async, wait_group and a block barrier a
+// chunk); true, an mbarrier ring (sm90a/expert_fp4_wgmma.cu WgmmaTmaPolicy: each warp's code units
+// by one bulk copy of an elected lane, a "full" and an "empty" mbarrier a stage, no block
+// barrier a chunk), whose hooks the policy gives: ring_init(bars), weight_copies<NV>(cp, c,
+// stage, full), arrive_copies(full), wait_full(bars, stage, parity), wait_empty(bars,
+// stage, parity) and release(bars, stage).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -67,8 +73,12 @@ template <class P, bool NV>
 constexpr int kStageU4 = P::kActU4 + kActScaleU4 + kCodesU4 + kWarps * 8 * kScaleBytes<NV> / 16;
 // The ring, then the totals [warp][n8 tile][4][lane] floats.
 constexpr int kTotals = kWarps * kNt * 4 * kWarp;
+// Then the mbarrier ring's full [kStages] and empty [kStages] barriers (kBulkRing).
+template <class P>
+constexpr int kRingBarriers = P::kBulkRing ? 2 * kStages : 0;
 template <class P, bool NV>
-constexpr size_t kSmem = size_t{kStages} * kStageU4<P, NV> * sizeof(uint4) + kTotals * sizeof(float);
+constexpr size_t kSmem = size_t{kStages} * kStageU4<P, NV> * sizeof(uint4) + kTotals * sizeof(float) +
+                         kRingBarriers<P> * sizeof(uint64_t);
 
 struct Stage {
   uint4* act;
@@ -168,11 +178,11 @@ __device__ inline void cp_async_unless(void* dst, const void* src, int32_t code)
                  "l"(src), "r"(code));
 }
 
-// Every thread: its copies of chunk c into stage st (a zero-filled copy's source is the
-// column's chunk-c place of row 0, never read).
-template <class P, bool NV>
-__device__ inline void stage_copies(const Fp4GemmArgs& a, const Copies& cp, int c, const Stage& st) {
-  const int i = threadIdx.x, lane = i % kWarp, warp = i / kWarp;
+// Every thread: its activation copies of chunk c into stage st (a zero-filled copy's
+// source is the column's chunk-c place of row 0, never read).
+template <class P>
+__device__ inline void act_copies(const Fp4GemmArgs& a, const Copies& cp, int c, const Stage& st) {
+  const int i = threadIdx.x;
   const auto* act = reinterpret_cast<const uint4*>(a.act);
 #pragma unroll
   for (int h = 0; h < Copies::kAct; ++h) {
@@ -183,6 +193,14 @@ __device__ inline void stage_copies(const Fp4GemmArgs& a, const Copies& cp, int 
   }
   if (cp.act_scale != -2)
     cp_async_unless<4>(st.act_scale + i, a.act_scale + (max(cp.act_scale, 0) + c), cp.act_scale);
+}
+
+// Every thread: its activation copies and its lane's code units and scales of chunk c
+// into stage st (the cp.async ring).
+template <class P, bool NV>
+__device__ inline void stage_copies(const Fp4GemmArgs& a, const Copies& cp, int c, const Stage& st) {
+  const int i = threadIdx.x, lane = i % kWarp, warp = i / kWarp;
+  act_copies<P>(a, cp, c, st);
   if (cp.codes) {
 #pragma unroll
     for (int u = 0; u < kUnits; ++u)
@@ -221,17 +239,34 @@ __global__ void __launch_bounds__(kThreads, 1) expert_fp4_gemm_kernel(Fp4GemmArg
   float* totals = reinterpret_cast<float*>(ring + S * kStageU4<P, NV>);
   float* tot = totals + warp * (kNt * 4 * kWarp) + lane;
 
-  // The copy side runs S - 1 steps ahead of the compute side, across items.
+  // The mbarrier ring's full [S] and empty [S] barriers (kBulkRing).
+  uint64_t* bars = reinterpret_cast<uint64_t*>(totals + kTotals);
+  if constexpr (P::kBulkRing) P::ring_init(bars);
+
+  // The copy side runs S - 1 steps ahead of the compute side, across items: fill step f
+  // (the compute step that reads it) into stage f % S.
   Walk fill{blockIdx.x, 0};
   Copies cp;
   int64_t cp_item = -1;
-  auto issue = [&](int buf) {  // every thread: the fill step's copies (if any), one group
-    if (fill.it < items) {
+  auto issue = [&](int64_t f) {  // every thread: fill step f's copies (if any)
+    if constexpr (P::kBulkRing) {
+      if (fill.it >= items) return;  // uniform; no compute step waits on a fill never made
+      const int buf = static_cast<int>(f % S);
+      if (f >= S) P::wait_empty(bars, buf, static_cast<int>((f / S - 1) & 1));  // step f - S's reads are done
       if (fill.it != cp_item) item_copies<Up, NV>(a, fill.it, m_items, cp), cp_item = fill.it;
-      stage_copies<P, NV>(a, cp, fill.c, stage_at<P, NV>(ring, buf));
+      const Stage st = stage_at<P, NV>(ring, buf);
+      act_copies<P>(a, cp, fill.c, st);
+      P::template weight_copies<NV>(cp, fill.c, st, bars + buf);
+      P::arrive_copies(bars + buf);
       advance(fill, chunks);
+    } else {
+      if (fill.it < items) {
+        if (fill.it != cp_item) item_copies<Up, NV>(a, fill.it, m_items, cp), cp_item = fill.it;
+        stage_copies<P, NV>(a, cp, fill.c, stage_at<P, NV>(ring, static_cast<int>(f % S)));
+        advance(fill, chunks);
+      }
+      cp_async_commit();  // possibly empty: the wait counts stay uniform
     }
-    cp_async_commit();  // possibly empty: the wait counts stay uniform
   };
 #pragma unroll 1
   for (int s = 0; s < S - 1; ++s) issue(s);
@@ -259,11 +294,20 @@ __global__ void __launch_bounds__(kThreads, 1) expert_fp4_gemm_kernel(Fp4GemmArg
       r = 0;
       fold(r, 0, chunks, used, acc, tot);  // decode's idle warps (chunks < 8) before chunk 0
     }
-    cp_async_wait<S - 2>();
-    P::staged();
-    __syncthreads();  // step s's stage is complete for every thread; step s - 1's is free
-    issue(static_cast<int>((s + S - 1) % S));
-    P::template chunk<NV>(stage_at<P, NV>(ring, static_cast<int>(s % S)), warp, active, group_active, used, acc);
+    const int buf = static_cast<int>(s % S);
+    if constexpr (P::kBulkRing) {
+      P::wait_full(bars, buf, static_cast<int>((s / S) & 1));  // step s's stage has landed
+    } else {
+      cp_async_wait<S - 2>();
+      P::staged();
+      __syncthreads();  // step s's stage is complete for every thread; step s - 1's is free
+      issue(s + S - 1);
+    }
+    P::template chunk<NV>(stage_at<P, NV>(ring, buf), warp, active, group_active, used, acc);
+    if constexpr (P::kBulkRing) {
+      P::release(bars, buf);  // this warp is done with step s's stage
+      issue(s + S - 1);       // into step s - 1's stage, once every warp is done with it
+    }
     fold(r, at.c + 1, chunks, used, acc, tot);
     if (at.c + 1 == chunks) {  // the item's outputs: lane (g, t)'s entry (n, i) is row g (+ 8
                                // for i >= 2), column 8n + 2t + i % 2
@@ -292,7 +336,9 @@ __global__ void __launch_bounds__(kThreads, 1) expert_fp4_gemm_kernel(Fp4GemmArg
     }
     advance(at, chunks);
   }
-  cp_async_wait<0>();  // no copy outlives the block (the ring's tail groups are empty)
+  // No copy outlives the block: the cp.async ring's tail groups are empty; the mbarrier
+  // ring's every fill was waited for by the step that reads it.
+  if constexpr (!P::kBulkRing) cp_async_wait<0>();
 }
 
 // The policy's kernel for (up, nv) over a's tiles (launch_expert_fp4_gemm checked the shapes).
@@ -316,7 +362,9 @@ void launch_walk(bool up, bool nv, const Fp4GemmArgs& a, int device, cudaStream_
     nv ? run(F{}, T{}) : run(F{}, F{});
 }
 
-// The wgmma kernel's launch (sm90a/expert_fp4_wgmma.cu; a compute capability 9.0 device).
+// The wgmma kernels' launches (sm90a/expert_fp4_wgmma.cu, a compute capability 9.0
+// device): on the cp.async ring, and (tma) on the mbarrier ring.
 void launch_wgmma(bool up, bool nv, const Fp4GemmArgs& a, int device, cudaStream_t stream);
+void launch_wgmma_tma(bool up, bool nv, const Fp4GemmArgs& a, int device, cudaStream_t stream);
 
 }  // namespace dsv4::cuda::fp4_gemm

@@ -24,13 +24,15 @@ void moe_with(Ops& ops, ExpertKernel kernel, const BlockWeights& b, const float*
               const float* wt, int k, float swiglu_limit, const Numerics& num, float* out);
 
 // Which kernel computes the native arm's prefill routed experts (CudaOps::moe_gemm,
-// expert_fp4_gemm.cuh): the mma.sync kernel (expert_fp4_gemm.cu, any device) or the wgmma
-// kernel (sm90a/expert_fp4_wgmma.cu, compute capability 9.0 only); `automatic` is wgmma for
-// NVFP4 experts on a 9.0 device and mma_sync otherwise (fp4_gemm_kernel_on). Both compute the same exact
-// products in the same K order (docs/fp4-fragment-kernel.md "The wgmma prefill kernel").
-enum class Fp4GemmKernel { automatic, mma_sync, wgmma };
+// expert_fp4_gemm.cuh): the mma.sync kernel (expert_fp4_gemm.cu, any device), the wgmma
+// kernel (sm90a/expert_fp4_wgmma.cu, compute capability 9.0 only) on its cp.async ring, or
+// wgmma_tma, the same multiply on an mbarrier ring (bulk copies of the code units, no block
+// barrier a chunk; 9.0 only); `automatic` is wgmma for NVFP4 experts on a 9.0 device and
+// mma_sync otherwise (fp4_gemm_kernel_on). All compute the same exact products in the same K
+// order (docs/fp4-fragment-kernel.md "The wgmma prefill kernel", "The mbarrier ring").
+enum class Fp4GemmKernel { automatic, mma_sync, wgmma, wgmma_tma };
 
-// The kernels that run on `ops`'s device (mma_sync, and wgmma on a 9.0 device). Throws
+// The kernels that run on `ops`'s device (mma_sync; wgmma and wgmma_tma on a 9.0 device). Throws
 // Error naming the backend when `ops` is not the CUDA one.
 std::vector<Fp4GemmKernel> fp4_gemm_kernels(const Ops& ops);
 

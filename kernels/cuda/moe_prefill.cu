@@ -126,7 +126,7 @@ void CudaOps::moe_gemm(const BlockWeights& b, const float* x, int rows, const in
 std::vector<cuda::Fp4GemmKernel> cuda::fp4_gemm_kernels(const Ops& ops) {
   std::vector<Fp4GemmKernel> out{Fp4GemmKernel::mma_sync};
   if (fp4_wgmma_runs_on(cuda_backend(ops, "fp4_gemm_kernels").device()))
-    out.push_back(Fp4GemmKernel::wgmma);
+    out.insert(out.end(), {Fp4GemmKernel::wgmma, Fp4GemmKernel::wgmma_tma});
   return out;
 }
 

@@ -541,13 +541,19 @@ std::vector<int32_t> prefill_selection(int rows, uint64_t seed) {
 }
 
 // The kernels moe_gemm can run a call's native-arm routed experts on (expert_kernel.h:
-// mma_sync everywhere, wgmma on a compute capability 9.0 device); the bf16 arm has one.
+// mma_sync everywhere, wgmma then wgmma_tma on a compute capability 9.0 device); the bf16
+// arm has one.
 std::vector<cuda::Fp4GemmKernel> gemm_kernels(Backends& b, const Arm& a) {
   if (a.arm != ExpertArm::native) return {cuda::Fp4GemmKernel::automatic};
   return cuda::fp4_gemm_kernels(*b.gpu);
 }
 const char* kernel_name(cuda::Fp4GemmKernel k) {
-  return k == cuda::Fp4GemmKernel::wgmma ? " [wgmma]" : k == cuda::Fp4GemmKernel::mma_sync ? " [mma.sync]" : "";
+  switch (k) {
+    case cuda::Fp4GemmKernel::mma_sync: return " [mma.sync]";
+    case cuda::Fp4GemmKernel::wgmma: return " [wgmma]";
+    case cuda::Fp4GemmKernel::wgmma_tma: return " [wgmma_tma]";
+    default: return "";
+  }
 }
 
 // moe_gemm's rows against moe's bits. The mma.sync kernel computes moe's products in moe's
@@ -555,10 +561,18 @@ const char* kernel_name(cuda::Fp4GemmKernel k) {
 // kernel feeds the same exact products in the same order to wgmma m64nNk16, whose k16
 // accumulation PTX does not promise to round as mma.sync's: its bit equality is reported
 // (MESSAGE), and a difference is held to the native arm's bounds against moe (the f32
-// rounding of a k16 sum feeds the h re-quantization as against the CPU, kArms).
+// rounding of a k16 sum feeds the h re-quantization as against the CPU, kArms). The
+// wgmma_tma kernel is the wgmma kernel's multiply on another ring (the same wgmma on the same
+// operands in the same order; only the copies differ): its bits equal the wgmma kernel's
+// (`wgmma`: that kernel's output of the same call, run before it by fp4_gemm_kernels'
+// order), asserted, and are reported against moe as the wgmma kernel's are.
 void check_gemm_bits(const std::string& what, cuda::Fp4GemmKernel kernel, const Arm& a, const std::vector<float>& want,
-                     const std::vector<float>& got) {
-  if (kernel != cuda::Fp4GemmKernel::wgmma) {
+                     const std::vector<float>& got, const std::vector<float>& wgmma = {}) {
+  if (kernel == cuda::Fp4GemmKernel::wgmma_tma) {
+    REQUIRE_MESSAGE(!wgmma.empty(), what << ": the wgmma kernel's output of the call is missing");
+    check_bitwise(what + " vs the wgmma kernel", wgmma, got);
+  }
+  if (kernel != cuda::Fp4GemmKernel::wgmma && kernel != cuda::Fp4GemmKernel::wgmma_tma) {
     check_bitwise(what, want, got);
     return;
   }
@@ -607,6 +621,7 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
       const int checked = std::min(rows, cpu_rows);
       PairF ref = zeros(b, static_cast<size_t>(checked) * s.hidden);
       if (checked > 0) b.cpu->moe_gemm(blk.w, x[kCpu], checked, sel[kCpu], wt[kCpu], kK, a.limit, num, ref[kCpu]);
+      std::vector<float> wgmma_got;  // the wgmma kernel's output (check_gemm_bits)
       for (cuda::Fp4GemmKernel kernel : gemm_kernels(b, a)) {
         auto gemm = [&, &x = x, &sel = sel, &wt = wt, &a = a, &num = num] {
           PairF out = zeros(b, n);
@@ -616,11 +631,13 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
         const std::string what = case_name("moe_gemm vs moe ", recipe, a, s, rows) + kernel_name(kernel);
         const std::vector<float> got = gemm();
         if (!any_none) {
-          check_gemm_bits(what, kernel, a, want, got);
+          check_gemm_bits(what, kernel, a, want, got, wgmma_got);
         } else {
           for (int t = 0; t < rows; ++t) {
             if (!names_none(t)) {
-              check_gemm_bits(what + " row " + std::to_string(t), kernel, a, row(want, t), row(got, t));
+              check_gemm_bits(what + " row " + std::to_string(t), kernel, a, row(want, t), row(got, t),
+                              kernel == cuda::Fp4GemmKernel::wgmma_tma && !wgmma_got.empty() ? row(wgmma_got, t)
+                                                                                   : std::vector<float>{});
               continue;
             }
             INFO(what << " row " << t << " names no expert");
@@ -628,6 +645,7 @@ void check_gemm_vs_moe(const MoeShape& s, ExpertRecipe recipe, const std::vector
             CHECK(std::all_of(r.begin(), r.end(), [](float v) { return std::isnan(v); }));
           }
         }
+        if (kernel == cuda::Fp4GemmKernel::wgmma) wgmma_got = got;
         check_bitwise(what + " repeated call", got, gemm());
         if (checked == 0) continue;
         check_close(what + " vs cpu, first " + std::to_string(checked) + " rows", get(b, ref, kCpu),
@@ -868,10 +886,13 @@ void check_fragment_path(const MoeShape& s, ExpertRecipe recipe, const std::vect
     if (n < rows)
       check_bitwise(what + " first " + std::to_string(n) + " rows vs single rows", run(0, n),
                     std::vector<float>(singles.begin(), singles.begin() + static_cast<size_t>(n) * s.hidden));
+  std::vector<float> wgmma;  // the wgmma kernel's output
   for (cuda::Fp4GemmKernel kernel : gemm_kernels(b, a)) {
     PairF prefill = zeros(b, static_cast<size_t>(rows) * s.hidden);
     cuda::moe_gemm_with(*b.gpu, kernel, blk.w, x[kGpu], rows, sel[kGpu], wt[kGpu], kK, a.limit, num, prefill[kGpu]);
-    check_gemm_bits(what + " moe_gemm vs moe" + kernel_name(kernel), kernel, a, all, get(b, prefill, kGpu));
+    const std::vector<float> got = get(b, prefill, kGpu);
+    check_gemm_bits(what + " moe_gemm vs moe" + kernel_name(kernel), kernel, a, all, got, wgmma);
+    if (kernel == cuda::Fp4GemmKernel::wgmma) wgmma = got;
   }
 }
 

@@ -39,12 +39,17 @@
 // the stage is free when the walk's next barrier lets it be refilled. A warpgroup whose
 // first rows are past m skips the chunk; an idle warp of a working one (m not a multiple
 // of 64) multiplies zero codes and scales (A = +0) and writes nothing.
+//
+// Two rings feed it: the walk's cp.async ring (WgmmaPolicy, launch_wgmma) and an mbarrier
+// ring (WgmmaTmaPolicy, launch_wgmma_tma: Fp4GemmKernel::wgmma_tma), which changes only how
+// the stage's bytes arrive and when a stage is reused, so both give the same bits.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <type_traits>
 
 #include "kernels/cuda/expert_fp4_gemm_walk.cuh"
+#include "kernels/cuda/sm90a/mbarrier_ring.cuh"
 
 namespace dsv4::cuda::fp4_gemm {
 
@@ -211,6 +216,7 @@ __device__ inline void wgmma_chunk(const Stage& st, int warp, bool active, float
 }
 
 struct WgmmaPolicy {
+  static constexpr bool kBulkRing = false;
   static constexpr int kActU4 = kPieces * kPlane;
   __device__ static int act_at(int col, int piece) { return piece * kPlane + col; }
   // This thread's landed copies, visible to wgmma's (async proxy) reads after the barrier.
@@ -225,10 +231,69 @@ struct WgmmaPolicy {
 };
 static_assert(WgmmaPolicy::kActU4 * sizeof(uint4) >= kTileSlots * kChunk * 2, "a stage holds a tile's chunk");
 
+// The same multiply on the mbarrier ring (the walk's kBulkRing; launch_wgmma_tma). A stage's
+// "full" barrier completes when every thread's cp.async of it has landed (the activation
+// pieces and scales, zero-filled as on the cp.async ring: the same bytes; MXFP4's 8-byte
+// scales, 8-byte aligned alone) and each warp's bulk copies have: its code units (1 KiB a
+// chunk, contiguous in the fragment layout) and NVFP4 scales (128 bytes), issued by its
+// lane 0 after an arrival expecting their bytes (0 for a warp past m). Its "empty" barrier
+// completes when every warp has released the stage: after the chunk's wgmma wait_group 0
+// (the tensor core's reads of it are done) and its lanes' loads, lane 0 arrives. The fill
+// of step f into stage f % S waits for the release of step f - S; it is issued after the
+// warp's own chunk, so a warp stalls there only on a warp a whole chunk behind (the
+// cp.async ring's barrier held every warp to the slowest at every chunk). Fences: the bulk
+// copies write through the async proxy, as wgmma reads; the cp.async pieces are generic
+// writes, so each consumer fences the async proxy after its full wait (as staged() did
+// before the barrier).
+struct WgmmaTmaPolicy : WgmmaPolicy {
+  static constexpr bool kBulkRing = true;
+  static constexpr uint32_t kCodeBytes = kUnits * kWarp * sizeof(uint4);  // a warp's code units of a chunk
+
+  __device__ static void ring_init(uint64_t* bars) {
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < kStages; ++b) {
+        mbarrier::init(bars + b, kThreads + kWarps);  // every thread's cp.async, each warp's bulk bytes
+        mbarrier::init(bars + kStages + b, kWarps);   // each warp's release
+      }
+      mbarrier::init_fence();
+    }
+    __syncthreads();
+  }
+  // This thread's weight copies of chunk c into stage st, counted by `full`.
+  template <bool NV>
+  __device__ static void weight_copies(const Copies& cp, int c, const Stage& st, uint64_t* full) {
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    constexpr int kSb = kScaleBytes<NV>;
+    if constexpr (!NV)
+      if (cp.scales) cp_async<kSb>(st.scales + (warp * 8 + lane) * kSb, cp.scales + c * 8 * kSb, true);
+    if (lane == 0) {  // cp.codes, cp.scales: the warp's first (lane 0's), or null past m
+      mbarrier::arrive_expect_tx(full, cp.codes ? kCodeBytes + (NV ? 8 * kSb : 0) : 0);
+      if (cp.codes) {
+        mbarrier::bulk_copy(st.codes + warp * kUnits * kWarp, cp.codes + kUnits * c * kWarp, kCodeBytes, full);
+        if constexpr (NV) mbarrier::bulk_copy(st.scales + warp * 8 * kSb, cp.scales + c * 8 * kSb, 8 * kSb, full);
+      }
+    }
+  }
+  __device__ static void arrive_copies(uint64_t* full) { mbarrier::arrive_on_cp_async(full); }
+  __device__ static void wait_full(uint64_t* bars, int b, int parity) {
+    mbarrier::wait(bars + b, parity);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the cp.async pieces, to wgmma's reads
+  }
+  __device__ static void wait_empty(uint64_t* bars, int b, int parity) { mbarrier::wait(bars + kStages + b, parity); }
+  __device__ static void release(uint64_t* bars, int b) {
+    __syncwarp();
+    if (threadIdx.x % kWarp == 0) mbarrier::arrive(bars + kStages + b);
+  }
+};
+
 }  // namespace
 
 void launch_wgmma(bool up, bool nv, const Fp4GemmArgs& a, int device, cudaStream_t stream) {
   launch_walk<WgmmaPolicy>(up, nv, a, device, stream);
+}
+
+void launch_wgmma_tma(bool up, bool nv, const Fp4GemmArgs& a, int device, cudaStream_t stream) {
+  launch_walk<WgmmaTmaPolicy>(up, nv, a, device, stream);
 }
 
 }  // namespace dsv4::cuda::fp4_gemm
