@@ -215,6 +215,8 @@ struct SplitLaunch {
 // The mix partials of h [rows, width] by `kernels`.
 void launch_mix(cuda::HcKernels kernels, cudaStream_t stream, const float* h, int64_t rows, int64_t width,
                 const cuda::DenseW& fn, int m, double* part) {
+  if (kernels == cuda::HcKernels::dmma || kernels == cuda::HcKernels::dmma_pairs)
+    return launch_mix_dmma(stream, h, rows, width, fn, m, part, kernels == cuda::HcKernels::dmma_pairs);
   if (kernels != cuda::HcKernels::shipped)
     return launch_mix_rows(stream, h, rows, width, fn, m, part, kernels == cuda::HcKernels::row_quads);
   const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
