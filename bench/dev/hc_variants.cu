@@ -1,10 +1,11 @@
 // dsv4-dev-hc: hc_pre's mix partials and collapse (MODEL.md §4.4 steps 1-3) at the Flash
 // shapes (hc 4, hidden 4096: h rows of 16,384, fn [24, 16384]) on 1, 8, 1024 and 2048 rows,
 // llm.c dev/cuda style. "shipped" is hc.cu's kernels (what CudaOps::hc_pre runs below 64
-// rows), "tiled" hc_rows.cu's row-tiled ones (cuda::HcKernels::row_tiled, what it runs from
-// 64), "quads" the same with the mix four rows a thread (row_quads; its line also gives the
-// mix's speed-up over tiled), and from 64 rows "dmma" (the mix on the f64 tensor cores,
-// cuda::HcKernels::dmma: the f64 sums in another order, so held to kDmmaBound of the
+// rows), "tiled" hc_rows.cu's row-tiled ones (cuda::HcKernels::row_tiled; their collapse is
+// what it runs from 64), "quads" the same with the mix four rows a thread (row_quads; its
+// line also gives the mix's speed-up over tiled), and from 64 rows "dmma" (the mix on the
+// f64 tensor cores, cuda::HcKernels::dmma, what CudaOps::hc_pre runs from 64 rows: the f64
+// sums in another order, so held to kDmmaBound of the
 // shipped partials and the CPU's mixes, not to their bits) and "dmma2" (dmma_pairs: its
 // bits, two slices a block, a 16-byte store per two partials). Each is timed alone (mix, collapse), the
 // tiled outputs compared bit for bit with the shipped ones (every partial, every y), and

@@ -19,6 +19,11 @@
 
 namespace dsv4::cuda {
 
+// The rows from which CudaOps::hc_pre runs HcKernels::dmma (and hc_post hc_post_rows): a
+// prefill chunk's. A verify round has at most tmax = B + 1 rows (6 for Flash) and a plain
+// decode step one, so their rows always take the shipped kernels' bits (R-I3).
+inline constexpr int64_t kHcRowTiledFrom = 64;
+
 // row_quads: row_tiled's kernels, the mix with four rows a thread (hc_rows.cu MixRows).
 // dmma: the mix on the f64 tensor cores (hc_dmma.cu; tolerance-bound, above), row_tiled's
 // collapse; dmma_pairs: dmma's bits, two slices a block (a 16-byte store per two partials).
