@@ -1,15 +1,20 @@
 // dsv4-dev-hc: hc_pre's mix partials and collapse (MODEL.md §4.4 steps 1-3) at the Flash
 // shapes (hc 4, hidden 4096: h rows of 16,384, fn [24, 16384]) on 1, 8, 1024 and 2048 rows,
 // llm.c dev/cuda style. "shipped" is hc.cu's kernels (what CudaOps::hc_pre runs below 64
-// rows), "tiled" hc_rows.cu's row-tiled ones (cuda::HcKernels::row_tiled, what it runs from
-// 64), "quads" the same with the mix four rows a thread (row_quads; its line also gives the
-// mix's speed-up over tiled). Each is timed alone (mix, collapse), the
+// rows), "tiled" hc_rows.cu's row-tiled ones (cuda::HcKernels::row_tiled; their collapse is
+// what it runs from 64), "quads" the same with the mix four rows a thread (row_quads; its
+// line also gives the mix's speed-up over tiled), and from 64 rows "dmma" (the mix on the
+// f64 tensor cores, cuda::HcKernels::dmma, what CudaOps::hc_pre runs from 64 rows: the f64
+// sums in another order, so held to kDmmaBound of the
+// shipped partials and the CPU's mixes, not to their bits) and "dmma2" (dmma_pairs: its
+// bits, two slices a block, a 16-byte store per two partials). Each is timed alone (mix, collapse), the
 // tiled outputs compared bit for bit with the shipped ones (every partial, every y), and
 // both checked on 8 sampled rows against the CPU oracle (kernels/cpu/hc.h): the mixes
 // from the partials (summed on the host) within 1e-11 of max |mix| (f64 sums of 16,384
 // products in two orders: ~1e-14), y within the twin test's 1e-6. The whole op at the
 // model's shapes: dsv4-bench-ops --rows 1024 (hc_pre, its split on the side stream).
-// GFLOP/s counts the mix's multiply-adds (2 x 25 x 16,384 a row); GB/s h's bytes once.
+// GFLOP/s counts the mix's multiply-adds (2 x 25 x 16,384 a row); GB/s h's bytes once (the
+// partials it writes, 25 x 128 doubles a row, are 0.4x more).
 // hc_post (§4.5) from 64 rows: hc_rows.cu's kernel (cuda::hc_post_rows, what CudaOps::hc_post
 // runs there) timed and compared bit for bit with cpu_hc_post (the shipped kernel's bits:
 // both are the CPU's f32 operations; the shipped one's time: dsv4-bench-ops hc_post); GB/s
@@ -51,6 +56,14 @@ using dev::download;
 constexpr int kHc = 4, kHidden = 4096, kMixes = (2 + kHc) * kHc, kSampled = 8, kIters = 20;
 constexpr int64_t kWidth = int64_t{kHc} * kHidden;
 constexpr double kNormEps = 1e-6, kHcEps = 1e-6, kMixBound = 1e-11, kYBound = 1e-6;
+// HcKernels::dmma's bound on its mixes (against the CPU) and partials (against shipped),
+// relative to the largest |value| of each sum. The products are exact in f64 on every side;
+// only the f64 summation orders differ. A slice's 128 terms take <= 127 roundings of
+// <= 2^-53 of the slice's sum of |terms|, which is ~1-2x its largest |partial| here (h
+// N(0,1), fn N(0, 1.6^2 / width)): <= ~3e-14 an order, 6e-14 between two. The mixes (16,384
+// terms, the CPU's one running sum) measured ~1.3-1.9e-14 for the shipped order. 1e-13:
+// above both; a real fault (a lost chunk, a wrong column) moves a sum by ~|h fn| ~ 1e-2.
+constexpr double kDmmaBound = 1e-13;
 constexpr int kGraphLinks = 20;  // hc_pre_norm launches in its timed graph
 
 // The weights and one problem's rows, on the host and the device.
@@ -144,13 +157,40 @@ Check check_cpu(const Problem& p, const Run& r) {
   return c;
 }
 
-void report(const char* name, const Problem& p, const Run& r, const Check& c) {
+void report(const char* name, const Problem& p, const Run& r, const Check& c, double mix_bound = kMixBound) {
   const double flop = 2.0 * p.rows * (kMixes + 1) * kWidth, bytes = 4.0 * p.rows * kWidth;
   std::printf("rows %5d %-7s mix %9.1f us %7.1f GFLOP/s %6.0f GB/s  collapse %8.1f us  total %9.1f us  "
               "cpu: mix %.1e %s y rel_l2 %.1e max_norm %.1e %s\n",
               p.rows, name, r.mix_us, flop / (r.mix_us * 1e3), bytes / (r.mix_us * 1e3), r.collapse_us,
-              r.mix_us + r.collapse_us, c.mix, c.mix <= kMixBound ? "ok" : "OVER-TOLERANCE", c.y.rel_l2,
+              r.mix_us + r.collapse_us, c.mix, c.mix <= mix_bound ? "ok" : "OVER-TOLERANCE", c.y.rel_l2,
               c.y.max_norm, c.y.within(kYBound) ? "ok" : "OVER-TOLERANCE");
+}
+
+// HcKernels::dmma and dmma_pairs (the f64 tensor cores; tolerance-bound, hc_rows.cuh)
+// against the shipped kernels: each line (mixes against the CPU within kDmmaBound), every
+// partial within kDmmaBound of shipped's (cpu_hc_partials_gap: per sum, of its largest
+// |partial|), y within kYBound of shipped's (a mix ~1e-16 apart can move a pre by one f32
+// ulp, rarely); dmma_pairs' partials and y bit for bit dmma's.
+bool run_dmma(const Problem& p, const Run& shipped, float quads_mix_us, int reps, cudaStream_t s) {
+  bool ok = true;
+  Run first;
+  for (auto [kernels, name] : {std::pair{cuda::HcKernels::dmma, "dmma"}, std::pair{cuda::HcKernels::dmma_pairs, "dmma2"}}) {
+    Run r = run(kernels, p, reps, s);
+    const Check c = check_cpu(p, r);
+    report(name, p, r, c, kDmmaBound);
+    const double gap = cpu_hc_partials_gap(shipped.part.data(), r.part.data(), p.rows, kWidth, kMixes);
+    const dev::Closeness y = dev::closeness(shipped.y, r.y);
+    const bool same = kernels == cuda::HcKernels::dmma || (same_bits(first.part, r.part) && same_bits(first.y, r.y));
+    std::printf("  %s: mix x%.2f (x%.2f quads) partials vs shipped %.1e %s y vs shipped rel_l2 %.1e max_norm %.1e "
+                "%s%s%s\n",
+                name, shipped.mix_us / r.mix_us, quads_mix_us / r.mix_us, gap,
+                gap <= kDmmaBound ? "ok" : "OVER-TOLERANCE", y.rel_l2, y.max_norm,
+                y.within(kYBound) ? "ok" : "OVER-TOLERANCE", same_bits(shipped.y, r.y) ? " (y bits=shipped)" : "",
+                kernels == cuda::HcKernels::dmma ? "" : same ? " bits=dmma" : " BITS-DIFFER-FROM-DMMA");
+    ok = ok && c.mix <= kDmmaBound && c.y.within(kYBound) && gap <= kDmmaBound && y.within(kYBound) && same;
+    if (kernels == cuda::HcKernels::dmma) first = std::move(r);
+  }
+  return ok;
 }
 
 // hc_post_rows on p's rows (res = h, x and post / comb seeded), against cpu_hc_post.
@@ -265,6 +305,7 @@ int run_all(int argc, char** argv) {
     report("shipped", p, shipped, cs);
     all_ok = all_ok && cs.mix <= kMixBound && cs.y.within(kYBound);
     float tiled_mix_us = 0;
+    float quads_mix_us = 0;
     for (auto [kernels, name] : {std::pair{cuda::HcKernels::row_tiled, "tiled"}, std::pair{cuda::HcKernels::row_quads, "quads"}}) {
       const Run tiled = run(kernels, p, reps, s);
       const Check ct = check_cpu(p, tiled);
@@ -275,8 +316,12 @@ int run_all(int argc, char** argv) {
                   tiled_mix_us / tiled.mix_us, shipped.collapse_us / tiled.collapse_us,
                   bits ? "bits=shipped" : "BITS-DIFFER-FROM-SHIPPED");
       all_ok = all_ok && bits && ct.mix <= kMixBound && ct.y.within(kYBound);
+      if (kernels == cuda::HcKernels::row_quads) quads_mix_us = tiled.mix_us;
     }
-    if (rows >= 64) all_ok = run_post(p, reps, s, gen) && all_ok;
+    if (rows >= 64) {  // a prefill's rows (CudaOps: kHcRowTiledFrom)
+      all_ok = run_dmma(p, shipped, quads_mix_us, reps, s) && all_ok;
+      all_ok = run_post(p, reps, s, gen) && all_ok;
+    }
   }
   all_ok = run_pre_norm(reps, s, gen) && all_ok;
   DSV4_CUDA_CHECK(cudaStreamDestroy(s));

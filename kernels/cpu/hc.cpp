@@ -53,6 +53,40 @@ void cpu_hc_mixes(const float* h_flat, int64_t width, const float* fn, int m, do
   }
 }
 
+void cpu_hc_mix_partials(const float* h, int64_t rows, int64_t width, const float* fn, int m, double* part) {
+  constexpr int64_t kSlice = 128;
+  const int64_t slices = (width + kSlice - 1) / kSlice;
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* ht = h + t * width;
+    for (int j = 0; j <= m; ++j) {
+      const float* w = j < m ? fn + j * width : ht;
+      for (int64_t s = 0; s < slices; ++s) {
+        double sum = 0.0;
+        for (int64_t k = s * kSlice; k < std::min(width, (s + 1) * kSlice); ++k)
+          sum += static_cast<double>(ht[k]) * w[k];
+        part[(t * (m + 1) + j) * slices + s] = sum;
+      }
+    }
+  }
+}
+
+double cpu_hc_partials_gap(const double* ref, const double* got, int64_t rows, int64_t width, int m) {
+  const int64_t slices = (width + 127) / 128;
+  double worst = 0.0;
+  for (int j = 0; j <= m; ++j) {
+    double gap = 0.0, top = 0.0;
+    for (int64_t t = 0; t < rows; ++t)
+      for (int64_t s = 0; s < slices; ++s) {
+        const int64_t i = (t * (m + 1) + j) * slices + s;
+        const double e = std::fabs(got[i] - ref[i]);
+        if (!(e <= gap)) gap = std::isnan(e) ? INFINITY : e;
+        top = std::max(top, std::fabs(ref[i]));
+      }
+    worst = std::max(worst, top > 0 ? gap / top : gap);
+  }
+  return worst;
+}
+
 void cpu_hc_split(const double* mix, int hc, const float* scale, const float* base,
                   double hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb) {
   DSV4_CHECK(sinkhorn_iters >= 1, "sinkhorn_iters=", sinkhorn_iters);

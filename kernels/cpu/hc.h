@@ -14,6 +14,17 @@ namespace dsv4 {
 void cpu_hc_mixes(const float* h_flat, int64_t width, const float* fn, int m, double norm_eps,
                   double* mix);
 
+// §4.4 step 1's dots split as the CUDA kernels split them (kernels/cuda/hc_rows.cuh), the
+// reference of their partials: part[(t * (m + 1) + j) * slices + s] = sum over the columns
+// k of 128-column slice s, ascending, of h[t,k] fn[j,k] (j < m) or h[t,k]^2 (j = m), in
+// f64; h [rows, width], fn [m, width], slices = ceil(width / 128).
+void cpu_hc_mix_partials(const float* h, int64_t rows, int64_t width, const float* fn, int m, double* part);
+
+// How far `got` partials (that layout) are from `ref`: the worst over the sums j of
+// max |got - ref| / max |ref| over every row and slice (each sum at its own scale: the
+// sum of squares' partials are ~1e3 times a mix's); NaN or infinity where one differs.
+double cpu_hc_partials_gap(const double* ref, const double* got, int64_t rows, int64_t width, int m);
+
 // §4.4 step 2 for one row: mix [(2+hc)*hc] -> pre [hc], post [hc], comb [hc, hc]
 // (comb[j][k], j = source stream), all in f64, rounded once to f32.
 void cpu_hc_split(const double* mix, int hc, const float* scale, const float* base,

@@ -5,8 +5,9 @@
 // the split stream so the serial chain runs beside the attention / MoE that need only y
 // (CudaOps::join_split). The slices, the combine tree and the row tiles are fixed by the
 // shapes, never by the row count (§6.3). Collapse / post / mean are elementwise in the
-// CPU's order. For a prefill's many rows, hc_rows.cu's row-tiled mix and collapse give
-// the same bits (cuda::HcKernels; CudaOps::hc_pre picks).
+// CPU's order. For a prefill's many rows, hc_rows.cu's row-tiled collapse and hc_dmma.cu's
+// tensor-core mix run instead (the mix tolerance-bound: cuda::HcKernels, hc_rows.cuh;
+// CudaOps::hc_pre picks by the row count).
 #include <algorithm>
 
 #include "base/cuda_check.h"
@@ -28,7 +29,6 @@ using namespace cuda::hc;
 constexpr int kThreads = 256;
 constexpr int kMixRowBlocks = 16;  // mix-partial blocks per slice: each walks its row tiles
                                    // (fn loaded once per block, not once per 8 rows)
-constexpr int64_t kHcRowTiledFrom = 64;  // rows from which hc_pre runs hc_rows.cu's kernels
 
 void require_numel(const TensorView& t, int64_t n, const char* what) {
   if (t.numel() != n)
@@ -215,6 +215,8 @@ struct SplitLaunch {
 // The mix partials of h [rows, width] by `kernels`.
 void launch_mix(cuda::HcKernels kernels, cudaStream_t stream, const float* h, int64_t rows, int64_t width,
                 const cuda::DenseW& fn, int m, double* part) {
+  if (kernels == cuda::HcKernels::dmma || kernels == cuda::HcKernels::dmma_pairs)
+    return launch_mix_dmma(stream, h, rows, width, fn, m, part, kernels == cuda::HcKernels::dmma_pairs);
   if (kernels != cuda::HcKernels::shipped)
     return launch_mix_rows(stream, h, rows, width, fn, m, part, kernels == cuda::HcKernels::row_quads);
   const int mix_threads = cuda::kWarp * std::min(m + 1, kMaxWarps);
@@ -298,11 +300,13 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   const size_t parts = static_cast<size_t>(s) * (m + 1) * slices_of(width);
   double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
   const SplitLaunch side{split_stream_, split_fork_, split_done_};
-  // The kernel sets give the same bits (hc_rows.cuh), so the row count may pick: the
-  // row-tiled ones from kHcRowTiledFrom rows (dsv4-dev-hc at 3c8d2b5: 4.0x at 1,024 rows,
-  // even at 8, slower at 1), their mix four rows a thread (row_quads: 0.7x the shared
-  // loads per FMA of row_tiled's two: 14 for 48 against 10 for 24).
-  const auto kernels = s >= kHcRowTiledFrom ? cuda::HcKernels::row_quads : cuda::HcKernels::shipped;
+  // A prefill chunk's rows (from kHcRowTiledFrom, hc_rows.cuh) take the mix on the f64
+  // tensor cores (HcKernels::dmma: the same exact products summed in another fixed order,
+  // within law 2's tolerance of the shipped bits, never for decode or verify rows, which
+  // stay below kHcRowTiledFrom) and the row-tiled collapse (row_tiled's: 3.0x shipped's at
+  // 1,024 rows, dsv4-dev-hc at 387d9a6, where row_quads' CUDA-core mix took 107.6 us).
+  // Every row's bits are its own either way (no row-count dependence inside a set).
+  const auto kernels = s >= cuda::kHcRowTiledFrom ? cuda::HcKernels::dmma : cuda::HcKernels::shipped;
   launch_mix_collapse(kernels, stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a,
                       &side, part, y);
   split_pending_ = true;
@@ -353,7 +357,7 @@ void CudaOps::hc_post(const float* x, const float* res, const float* post, const
   if (static_cast<int64_t>(s) * hidden == 0) return;
   activate();
   join_split();  // post and comb
-  if (s >= kHcRowTiledFrom) return cuda::hc_post_rows(x, res, post, comb, s, hc, hidden, out, stream_);  // same bits
+  if (s >= cuda::kHcRowTiledFrom) return cuda::hc_post_rows(x, res, post, comb, s, hc, hidden, out, stream_);  // same bits
   const dim3 grid(static_cast<unsigned>((hidden + kThreads - 1) / kThreads), cuda::grid_rows(s));
   cuda::launch(hc_post_kernel, grid, kThreads, 0, stream_, x, cuda::HcPost{res, post, comb, hc, out}, int64_t{s},
                hidden);

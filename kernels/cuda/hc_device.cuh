@@ -64,5 +64,10 @@ void launch_mix_rows(cudaStream_t stream, const float* h, int64_t rows, int64_t 
                      double* part, bool quads);
 void launch_collapse_rows(cudaStream_t stream, const float* h, const double* part, int64_t rows, int hc,
                           int hidden, int m, double norm_eps, const SplitArgs& a, float* y);
+// The mix partials on the f64 tensor cores (hc_dmma.cu): the same layout, the f64 sums in
+// another fixed order (tolerance-bound, hc_rows.cuh). pairs: two slices a block, each
+// (row, sum)'s two partials one store (HcKernels::dmma_pairs), else one (dmma); same bits.
+void launch_mix_dmma(cudaStream_t stream, const float* h, int64_t rows, int64_t width, const DenseW& fn, int m,
+                     double* part, bool pairs);
 
 }  // namespace dsv4::cuda::hc

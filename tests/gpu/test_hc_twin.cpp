@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/cuda_check.h"
+#include "kernels/cpu/hc.h"
 #include "kernels/cuda/hc_pre_norm.cuh"
 #include "kernels/cuda/hc_rows.cuh"
 #include "tests/gpu/twin_harness.h"
@@ -41,6 +42,8 @@ HcParams hc_params(Store& store, Rng& rng, int hidden) {
 
 }  // namespace
 
+// Rows vs single rows: bit for bit below cuda::kHcRowTiledFrom rows (decode, verify); from
+// there (the 300-row case, a prefill chunk) within the CPU bound, and row-independent.
 TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single rows") {
   for (const Shape& sh : kShapes) {
     Backends b;
@@ -65,9 +68,31 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
     for (int t = 0; t < rows; ++t)
       b.gpu->hc_pre(h[kGpu] + t * width, 1, kHc, hidden, p, 1e-6, 1e-6, 20, y1[kGpu] + t * hidden,
                     post1[kGpu] + t * kHc, comb1[kGpu] + t * kHc * kHc);
-    check_bitwise("hc_pre y rows vs single rows" + at, get(b, y, kGpu), get(b, y1, kGpu));
-    check_bitwise("hc_pre post rows vs single rows" + at, get(b, post, kGpu), get(b, post1, kGpu));
-    check_bitwise("hc_pre comb rows vs single rows" + at, get(b, comb, kGpu), get(b, comb1, kGpu));
+    const char* names[] = {"y", "post", "comb"};
+    const PairF* rows_out[] = {&y, &post, &comb};
+    const PairF* single[] = {&y1, &post1, &comb1};
+    if (rows < cuda::kHcRowTiledFrom) {  // decode and verify rows: the single-row bits (R-I3)
+      for (int i = 0; i < 3; ++i)
+        check_bitwise(std::string("hc_pre ") + names[i] + " rows vs single rows" + at, get(b, *rows_out[i], kGpu),
+                      get(b, *single[i], kGpu));
+      continue;
+    }
+    // A prefill's rows: the tensor-core mix (HcKernels::dmma), its f64 sums in another order
+    // than a single row's, so within the CPU bound above of the single rows; and each row's
+    // bits its own: the rows from the 3rd as one call equal theirs of the whole call.
+    constexpr int kShift = 3;
+    const int n = rows - kShift;
+    PairF y3 = zeros(b, static_cast<size_t>(n) * hidden), post3 = zeros(b, n * kHc), comb3 = zeros(b, n * kHc * kHc);
+    b.gpu->hc_pre(h[kGpu] + kShift * width, n, kHc, hidden, p, 1e-6, 1e-6, 20, y3[kGpu], post3[kGpu], comb3[kGpu]);
+    const PairF* shifted[] = {&y3, &post3, &comb3};
+    const size_t per_row[] = {static_cast<size_t>(hidden), kHc, kHc * kHc};
+    for (int i = 0; i < 3; ++i) {
+      check_close(std::string("hc_pre ") + names[i] + " rows vs single rows" + at, get(b, *single[i], kGpu),
+                  get(b, *rows_out[i], kGpu), 1e-6, 1e-6);
+      const std::vector<float> all = get(b, *rows_out[i], kGpu);
+      check_bitwise(std::string("hc_pre ") + names[i] + " rows from 3 vs rows" + at,
+                    std::vector<float>(all.begin() + kShift * per_row[i], all.end()), get(b, *shifted[i], kGpu));
+    }
   }
 }
 
@@ -268,6 +293,44 @@ struct RowsCase {
   int hc, hidden, rows;
 };
 
+// A RowsCase's seeded hc_pre problem on both backends (f32 fn [m, width], base, scale, h
+// [rows, width]) and the CPU's y.
+struct RowsProblem {
+  Backends b;
+  Rng rng{25};
+  Store store;
+  const int hc, hidden, rows, m;
+  const int64_t width;
+  const size_t n_part, row_part;  // doubles of the mix partials: all rows, one row
+  const std::vector<float> fn, base, scale{0.7f, 1.3f, 2.0f}, h_host;
+  HcParams p;
+  PairF h, fn_d, base_d, scale_d, y_cpu;
+  explicit RowsProblem(const RowsCase& c)
+      : hc(c.hc), hidden(c.hidden), rows(c.rows), m((2 + hc) * hc), width(int64_t{hc} * hidden),
+        n_part(cuda::hc_part_count(rows, width, m)), row_part(n_part / rows),
+        fn(rng.normals(static_cast<size_t>(m * width), 1.6f / std::sqrt(float(width)))), base(rng.normals(m, 0.5f)),
+        h_host(rng.normals(static_cast<size_t>(rows * width))) {
+    p.fn = store.f32("hc_attn_fn", {m, width}, fn);
+    p.base = store.f32("hc_attn_base", {m}, base);
+    p.scale = store.f32("hc_attn_scale", {3}, scale);
+    h = put(b, h_host), fn_d = put(b, fn), base_d = put(b, base), scale_d = put(b, scale);
+    y_cpu = zeros(b, rows * hidden);
+    PairF post = zeros(b, rows * hc), comb = zeros(b, rows * hc * hc);
+    b.cpu->hc_pre(h[kCpu], rows, hc, hidden, p, 1e-6, 1e-6, 20, y_cpu[kCpu], post[kCpu], comb[kCpu]);
+  }
+  std::string at() const {
+    return " hc " + std::to_string(hc) + " hidden " + std::to_string(hidden) + " rows " + std::to_string(rows);
+  }
+  // The mix partials of rows [t0, t0 + n) by `kernels` into part (a device buffer).
+  void mix(cuda::HcKernels kernels, int t0, int n, double* part) const {
+    cuda::hc_mix_partials(kernels, h[kGpu] + t0 * width, n, width, fn_d[kGpu], false, m, part, nullptr);
+  }
+  void collapse(cuda::HcKernels kernels, const double* part, float* y) const {
+    cuda::hc_collapse(kernels, h[kGpu], part, rows, hc, hidden, m, 1e-6, scale_d[kGpu], base_d[kGpu], false, 1e-6, y,
+                      nullptr);
+  }
+};
+
 }  // namespace
 
 // The row-tiled kernels (kernels/cuda/hc_rows.cu; row_tiled and row_quads, whose mix takes
@@ -282,38 +345,23 @@ TEST_CASE("hc row-tiled kernels: mix partials and y bit for bit the shipped ones
   constexpr RowsCase kCases[] = {{4, 4096, 1},  {4, 4096, 3}, {4, 4096, 37},
                                  {4, 4096, 300}, {4, 100, 37}, {8, 512, 37}, {4, 102, 37}};
   for (const RowsCase& c : kCases) {
-    Backends b;
-    Rng rng(25);
-    Store store;
-    const int hc = c.hc, hidden = c.hidden, rows = c.rows, m = (2 + hc) * hc;
-    const int64_t width = int64_t{hc} * hidden;
-    const std::vector<float> fn = rng.normals(static_cast<size_t>(m * width), 1.6f / std::sqrt(float(width)));
-    const std::vector<float> base = rng.normals(m, 0.5f), scale = {0.7f, 1.3f, 2.0f};
-    HcParams p;
-    p.fn = store.f32("hc_attn_fn", {m, width}, fn);
-    p.base = store.f32("hc_attn_base", {m}, base);
-    p.scale = store.f32("hc_attn_scale", {3}, scale);
-    PairF h = put(b, rng.normals(static_cast<size_t>(rows * width))), fn_d = put(b, fn), base_d = put(b, base),
-          scale_d = put(b, scale);
-    PairF y_cpu = zeros(b, rows * hidden), post = zeros(b, rows * hc), comb = zeros(b, rows * hc * hc);
-    b.cpu->hc_pre(h[kCpu], rows, hc, hidden, p, 1e-6, 1e-6, 20, y_cpu[kCpu], post[kCpu], comb[kCpu]);
-
-    const size_t n_part = cuda::hc_part_count(rows, width, m), row_part = n_part / rows;
+    RowsProblem pb(c);
+    const int rows = pb.rows;
+    const size_t n_part = pb.n_part, row_part = pb.row_part;
     constexpr int kSets = 3;
     const cuda::HcKernels kernels[kSets] = {cuda::HcKernels::shipped, cuda::HcKernels::row_tiled,
                                             cuda::HcKernels::row_quads};
     const char* names[kSets] = {"shipped", "row-tiled", "row-quads"};
     DeviceDoubles part[kSets] = {DeviceDoubles(n_part), DeviceDoubles(n_part), DeviceDoubles(n_part)};
-    PairF ys[kSets] = {zeros(b, rows * hidden), zeros(b, rows * hidden), zeros(b, rows * hidden)};
+    Backends& b = pb.b;
+    PairF ys[kSets] = {zeros(b, rows * pb.hidden), zeros(b, rows * pb.hidden), zeros(b, rows * pb.hidden)};
     b.gpu->synchronize();
     for (int k = 0; k < kSets; ++k) {
-      cuda::hc_mix_partials(kernels[k], h[kGpu], rows, width, fn_d[kGpu], false, m, part[k].p, nullptr);
-      cuda::hc_collapse(kernels[k], h[kGpu], part[k].p, rows, hc, hidden, m, 1e-6, scale_d[kGpu], base_d[kGpu],
-                        false, 1e-6, ys[k][kGpu], nullptr);
+      pb.mix(kernels[k], 0, rows, part[k].p);
+      pb.collapse(kernels[k], part[k].p, ys[k][kGpu]);
     }
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // our launches ran on the default stream
-    const std::string at = " hc " + std::to_string(hc) + " hidden " + std::to_string(hidden) + " rows " +
-                           std::to_string(rows);
+    const std::string at = pb.at();
     const std::vector<double> shipped = part[0].get(0, n_part);
     const std::vector<float> y_shipped = get(b, ys[0], kGpu);
     DeviceDoubles one(row_part);
@@ -322,12 +370,64 @@ TEST_CASE("hc row-tiled kernels: mix partials and y bit for bit the shipped ones
       const std::vector<double> tiled = part[k].get(0, n_part);
       check_bitwise(name + " mix partials vs shipped" + at, shipped, tiled);
       check_bitwise(name + " y vs shipped" + at, y_shipped, get(b, ys[k], kGpu));
-      check_close(name + " y vs cpu" + at, get(b, y_cpu, kCpu), get(b, ys[k], kGpu), 1e-6, 1e-6);
+      check_close(name + " y vs cpu" + at, get(b, pb.y_cpu, kCpu), get(b, ys[k], kGpu), 1e-6, 1e-6);
       for (int t : {0, rows / 2, rows - 1}) {
-        cuda::hc_mix_partials(kernels[k], h[kGpu] + t * width, 1, width, fn_d[kGpu], false, m, one.p, nullptr);
+        pb.mix(kernels[k], t, 1, one.p);
         const std::vector<double> row(tiled.begin() + t * row_part, tiled.begin() + (t + 1) * row_part);
         check_bitwise(name + " mix partials, row " + std::to_string(t) + " alone" + at, row, one.get(0, row_part));
       }
+    }
+  }
+}
+
+// HcKernels::dmma (kernels/cuda/hc_dmma.cu: the mix on the f64 tensor cores, what
+// CudaOps::hc_pre runs from kHcRowTiledFrom rows) sums the same exact f64 products in
+// another fixed order, so it is held to bounds, not to the shipped bits:
+// - every partial against the CPU's (cpu_hc_mix_partials: each slice's columns ascending)
+//   within 1e-13 of the largest |partial| of its sum (cpu_hc_partials_gap). A slice's 128
+//   terms take <= 127 roundings of <= 2^-53 of the slice's sum of |terms|, at most ~2x the
+//   largest |partial| with these seeds (the sum of squares': 1x): <= ~3e-14 an order, so
+//   <= ~6e-14 between two; a lost or misplaced 4-column chunk moves a partial by ~1e-2.
+// - y against the CPU's hc_pre at hc_pre's bound (1e-6, its twin above: the mixes ~1e-15
+//   apart move a pre by one f32 ulp at most).
+// - row independence (R-I3's per-row half: a prefill row's bits must not depend on the rows
+//   beside it): a row alone (its 8-row mma tile padded with zeros), and every row of a call
+//   started 3 rows later (each row at another place of its mma tile, among other rows), bit
+//   for bit its row of the whole call.
+// - dmma_pairs (two slices a block): every partial bit for bit dmma's.
+// Cases: Flash's 1,024 prefill rows (hc 4 x 4096: 16 row tiles of 64, each block walking 3-4)
+// and 37 (partial tiles), hidden 100 (the last slice 16 columns), hc 8 (m = 80: four grid.z
+// blocks, the last one 8 mixes) and hc 1 x 101 (width 101: the kernel's one-float loads).
+TEST_CASE("hc dmma mix partials: partials and y vs the CPU within bounds; a row's bits its own") {
+  constexpr RowsCase kCases[] = {{4, 4096, 1024}, {4, 4096, 37}, {4, 100, 37}, {8, 512, 37}, {1, 101, 37}};
+  constexpr double kPartialBound = 1e-13;
+  for (const RowsCase& c : kCases) {
+    RowsProblem pb(c);
+    constexpr int kShift = 3;  // rows
+    const int rows = pb.rows;
+    const size_t n_part = pb.n_part, row_part = pb.row_part;
+    DeviceDoubles part(n_part), pairs(n_part), shifted(n_part - kShift * row_part), one(row_part);
+    PairF y = zeros(pb.b, rows * pb.hidden);
+    pb.b.gpu->synchronize();
+    pb.mix(cuda::HcKernels::dmma, 0, rows, part.p);
+    pb.collapse(cuda::HcKernels::dmma, part.p, y[kGpu]);
+    pb.mix(cuda::HcKernels::dmma, kShift, rows - kShift, shifted.p);
+    pb.mix(cuda::HcKernels::dmma_pairs, 0, rows, pairs.p);
+    const std::string at = pb.at();
+    const std::vector<double> got = part.get(0, n_part);
+    std::vector<double> ref(n_part);
+    cpu_hc_mix_partials(pb.h_host.data(), rows, pb.width, pb.fn.data(), pb.m, ref.data());
+    const double gap = cpu_hc_partials_gap(ref.data(), got.data(), rows, pb.width, pb.m);
+    MESSAGE("dmma mix partials vs cpu" << at << ": gap " << gap << " bound " << kPartialBound);
+    CHECK(gap <= kPartialBound);
+    check_close("dmma y vs cpu" + at, get(pb.b, pb.y_cpu, kCpu), get(pb.b, y, kGpu), 1e-6, 1e-6);
+    check_bitwise("dmma_pairs mix partials vs dmma" + at, got, pairs.get(0, n_part));
+    check_bitwise("dmma mix partials, rows from " + std::to_string(kShift) + at,
+                  std::vector<double>(got.begin() + kShift * row_part, got.end()), shifted.get(0, shifted.n));
+    for (int t : {0, 5, rows / 2 + 1, rows - 1}) {
+      pb.mix(cuda::HcKernels::dmma, t, 1, one.p);
+      const std::vector<double> row(got.begin() + t * row_part, got.begin() + (t + 1) * row_part);
+      check_bitwise("dmma mix partials, row " + std::to_string(t) + " alone" + at, row, one.get(0, row_part));
     }
   }
 }
