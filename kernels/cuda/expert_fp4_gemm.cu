@@ -113,9 +113,12 @@ Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, bool nv, int device) {
   // `automatic`: dsv4-dev-moe-prefill at 4b66632 on one H200 (bit for bit the decode kernel
   // on every line): NVFP4 wgmma / mma_sync 1.22-1.26x at 1,024 rows, 1.30-1.43x at 2,048;
   // MXFP4 (ceb4662) 1.15x at 1,024 uniform rows but 0.91-0.99x skewed and 0.95-1.03x at
-  // 2,048, so MXFP4 keeps mma_sync (bench/RESULTS.md, tenth session).
+  // 2,048, so MXFP4 keeps mma_sync (bench/RESULTS.md, tenth session). At 871afa1 the
+  // mbarrier ring (wgmma_tma, the same bits) is 1.04-1.10x wgmma on every NVFP4 line; on
+  // MXFP4 it beats mma_sync's up (1.04x) but not its down (0.92x): NVFP4 takes it (eleventh
+  // session).
   if (kernel == Fp4GemmKernel::automatic)
-    return nv && fp4_wgmma_runs_on(device) ? Fp4GemmKernel::wgmma : Fp4GemmKernel::mma_sync;
+    return nv && fp4_wgmma_runs_on(device) ? Fp4GemmKernel::wgmma_tma : Fp4GemmKernel::mma_sync;
   if (kernel != Fp4GemmKernel::mma_sync && !fp4_wgmma_runs_on(device)) {
     const auto [major, minor] = compute_capability(device);
     throw Error(cat("expert_fp4_gemm: the ", kernel == Fp4GemmKernel::wgmma ? "wgmma" : "wgmma_tma",

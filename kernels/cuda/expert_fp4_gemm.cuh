@@ -40,7 +40,7 @@ struct Fp4GemmArgs {
 
 // Whether `device` runs the sm_90a wgmma kernel (compute capability 9.0).
 bool fp4_wgmma_runs_on(int device);
-// The kernel `automatic` names on `device` for NVFP4 (nv) or MXFP4 experts (wgmma for NVFP4
+// The kernel `automatic` names on `device` for NVFP4 (nv) or MXFP4 experts (wgmma_tma for NVFP4
 // on a 9.0 device, mma_sync otherwise: the measurements at fp4_gemm_kernel_on); a named
 // kernel as it is, wgmma and wgmma_tma refused by name on a device that cannot run them.
 Fp4GemmKernel fp4_gemm_kernel_on(Fp4GemmKernel kernel, bool nv, int device);

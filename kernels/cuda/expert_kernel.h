@@ -27,7 +27,7 @@ void moe_with(Ops& ops, ExpertKernel kernel, const BlockWeights& b, const float*
 // expert_fp4_gemm.cuh): the mma.sync kernel (expert_fp4_gemm.cu, any device), the wgmma
 // kernel (sm90a/expert_fp4_wgmma.cu, compute capability 9.0 only) on its cp.async ring, or
 // wgmma_tma, the same multiply on an mbarrier ring (bulk copies of the code units, no block
-// barrier a chunk; 9.0 only); `automatic` is wgmma for NVFP4 experts on a 9.0 device and
+// barrier a chunk; 9.0 only); `automatic` is wgmma_tma for NVFP4 experts on a 9.0 device and
 // mma_sync otherwise (fp4_gemm_kernel_on). All compute the same exact products in the same K
 // order (docs/fp4-fragment-kernel.md "The wgmma prefill kernel", "The mbarrier ring").
 enum class Fp4GemmKernel { automatic, mma_sync, wgmma, wgmma_tma };

@@ -301,12 +301,13 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   double* part = static_cast<double*>(scratch(Slot::hc_part, parts * sizeof(double)));
   const SplitLaunch side{split_stream_, split_fork_, split_done_};
   // A prefill chunk's rows (from kHcRowTiledFrom, hc_rows.cuh) take the mix on the f64
-  // tensor cores (HcKernels::dmma: the same exact products summed in another fixed order,
-  // within law 2's tolerance of the shipped bits, never for decode or verify rows, which
-  // stay below kHcRowTiledFrom) and the row-tiled collapse (row_tiled's: 3.0x shipped's at
-  // 1,024 rows, dsv4-dev-hc at 387d9a6, where row_quads' CUDA-core mix took 107.6 us).
-  // Every row's bits are its own either way (no row-count dependence inside a set).
-  const auto kernels = s >= cuda::kHcRowTiledFrom ? cuda::HcKernels::dmma : cuda::HcKernels::shipped;
+  // tensor cores, two slices a block (HcKernels::dmma_pairs: the same exact products summed
+  // in another fixed order, within law 2's tolerance of the shipped bits, never for decode
+  // or verify rows, which stay below kHcRowTiledFrom) and the row-tiled collapse (3.0x
+  // shipped's at 1,024 rows). dsv4-dev-hc at 871afa1, the mix at 1,024 / 2,048 rows:
+  // row_quads 108.4 / 204.3 us, dmma 89.9 / 187.4, dmma_pairs 77.5 / 150.5 (y bit for bit
+  // the shipped kernels' on its rows there). Every row's bits are its own either way.
+  const auto kernels = s >= cuda::kHcRowTiledFrom ? cuda::HcKernels::dmma_pairs : cuda::HcKernels::shipped;
   launch_mix_collapse(kernels, stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a,
                       &side, part, y);
   split_pending_ = true;

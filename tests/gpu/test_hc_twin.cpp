@@ -77,7 +77,7 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
                       get(b, *single[i], kGpu));
       continue;
     }
-    // A prefill's rows: the tensor-core mix (HcKernels::dmma), its f64 sums in another order
+    // A prefill's rows: the tensor-core mix (HcKernels::dmma_pairs), its f64 sums in another order
     // than a single row's, so within the CPU bound above of the single rows; and each row's
     // bits its own: the rows from the 3rd as one call equal theirs of the whole call.
     constexpr int kShift = 3;
