@@ -93,7 +93,10 @@ double time_op(O& ops, Call call, int reps) {
 // Relative L2 and max |err| / max |ref| of got against ref (tests/gpu/twin_harness.h diff).
 struct Closeness {
   double rel_l2 = 0, max_norm = 0;
-  bool within(double tolerance) const { return rel_l2 <= tolerance && max_norm <= tolerance; }
+  bool within(double rel_l2_bound, double max_norm_bound) const {
+    return rel_l2 <= rel_l2_bound && max_norm <= max_norm_bound;
+  }
+  bool within(double tolerance) const { return within(tolerance, tolerance); }
 };
 template <class T, class U>
 Closeness closeness(const T* ref, const U* got, size_t n) {

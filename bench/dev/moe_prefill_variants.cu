@@ -7,10 +7,12 @@
 // of 64 full, many tiles per expert). Weights and activations are staged 3 chunks ahead
 // (P = 1; 1 at P = 3) by cp.async. Checked against a double-precision host reference on
 // sampled (slot, row) outputs (the up projection's SwiGLU of w1 / w3 and the down
-// projection, from the same staged inputs), tolerance 1e-5 (rel_l2 and max_norm): exact
-// products, only the f32 summation order differs (tests/gpu/test_moe_twin.cpp's bound for
-// the f32 arm, where no activation rounding follows); the kernel's bits against the decode
-// kernel's are the twin test's (test_moe_twin.cpp "moe_gemm ... vs moe bitwise").
+// projection, from the same staged inputs): exact products, only the f32 summation order
+// differs. Bounds (rel_l2, max_norm): the fp4 / wgmma lines 1e-5 (tests/gpu/test_moe_twin.cpp's
+// for the f32 arm, where no activation rounding follows); the ring lines the twin's for the
+// bf16 arm at the clamp (kRingRelL2, kRingMaxNorm: MXFP4's dots are 100x the clamp). The
+// kernel's bits against the decode kernel's are the twin test's (test_moe_twin.cpp
+// "moe_gemm ... vs moe bitwise").
 // Planes: P = 1 (bf16-exact activations: the bf16 arm's bf16 ones, or the native arm's
 // e4m3 values the ring kernel ran before the fragment layout) and P = 3 (bf16 arm with f32
 // activations).
@@ -30,10 +32,9 @@
 // Time: one launch of the projection's kernel (event-timed mean over reps), TFLOP/s of
 // the slots' useful products (2 x slots x rows x K per projection) and TB/s of the used
 // experts' weights read once (FP4 codes and scales: the bytes a perfect kernel reads).
-// Success: every line says "ok" and "=again" (a second launch gives the same bits), every
-// fp4 line "=decode", every wgmma and wgtma line "=decode" or "!=decode" within 1e-5, every
-// wgtma line "=wgmma"; the exit status
-// is 1 otherwise.
+// Success: every line says "ok" (within its bound) and "=again" (a second launch gives the
+// same bits), every fp4 line "=decode", every wgmma and wgtma line "=decode" or "!=decode"
+// within 1e-5, every wgtma line "=wgmma"; the exit status is 1 otherwise.
 // usage: dsv4-dev-moe-prefill [reps] [mxfp4]
 #include <cuda_runtime.h>
 
@@ -65,6 +66,10 @@ using cuda::Fp4W;
 
 constexpr int kExperts = 256, kTop = 6, kHidden = 4096, kInter = 2048;
 constexpr double kTolerance = 1e-5;
+// The ring lines' (rel_l2, max_norm): test_moe_twin.cpp kArms' bf16 arm at the clamp ("bf16 arm, bf16 act",
+// limit 10). MXFP4's e8m0 2^-3..2^4 put w.x near 1e3, 100x the clamp, so the clamped outputs carry the
+// dots' f32 order error 100x enlarged (a plain f32 sum gives max_norm 3e-5 there, 3e-7 unclamped).
+constexpr double kRingRelL2 = 3e-4, kRingMaxNorm = 3e-3;
 constexpr int kSampleSlots = 24, kSampleRows = 48;  // host reference outputs per projection
 constexpr float kLimit = 10.0f;                     // SwiGLU clamp (D16)
 
@@ -365,7 +370,9 @@ class Case {
     const Fp4W& w0 = ex_.host[0].w1;
     const Fp4W& w2 = ex_.host[0].w2;
     const double bytes = double(used_experts_) * (Up ? 2 * Experts::bytes(w0, kInter) : Experts::bytes(w2, kHidden));
-    bool ok = c.within(kTolerance);
+    // The ring lines (no decode kernel to match) at the ring bound, the others at kTolerance.
+    const bool in_bound = decode ? c.within(kTolerance) : c.within(kRingRelL2, kRingMaxNorm);
+    bool ok = in_bound;
     DSV4_CUDA_CHECK(cudaMemset(out, 0xFF, n * sizeof(float)));
     launch();
     const bool same = std::memcmp(got.data(), download(out, n).data(), n * sizeof(float)) == 0;
@@ -385,7 +392,7 @@ class Case {
     else if (!tma) fp4 = us;
     std::printf("  %-4s %-5s %9.1f us %7.1f TFLOP/s %5.2f TB/s  ref rel_l2 %.1e max_norm %.1e %s %s", Up ? "up" : "down",
                 arm, us, flops / us / 1e6, bytes / us / 1e6, c.rel_l2, c.max_norm,
-                c.within(kTolerance) ? "ok" : "OVER-TOLERANCE", same ? "=again" : "DIFFERS-FROM-AGAIN");
+                in_bound ? "ok" : "OVER-TOLERANCE", same ? "=again" : "DIFFERS-FROM-AGAIN");
     if (decode && as_decode) std::printf(" =decode");
     if (decode && !as_decode)
       std::printf(" %s vs decode rel_l2 %.1e max_norm %.1e", decode_exact ? "DIFFERS-FROM-DECODE" : "!=decode",

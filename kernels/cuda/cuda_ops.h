@@ -8,11 +8,13 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <utility>
 
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/scratch_carve.h"
 #include "kernels/ops.h"
 #include "kernels/step_graphs.h"
 
@@ -243,6 +245,11 @@ class CudaOps final : public Ops {
   void* alloc_zeroed(size_t bytes);                // cudaMalloc, zeroed on stream_
   std::function<void(void*)> releaser() const;    // a handed-out buffer's cudaFree
   float* scratch_f32(Slot slot, size_t n) { return static_cast<float*>(scratch(slot, n * 4)); }
+  // One scratch carved into parts of these float counts, each 32-byte aligned (scratch_carve.h).
+  template <size_t N>
+  std::array<float*, N> carve_scratch(Slot slot, const std::array<int64_t, N>& sizes) {
+    return cuda::carve(scratch_f32(slot, cuda::carved_floats(sizes)), sizes);
+  }
   // Host int32 array -> device scratch (no cudaMalloc on the hot path once grown).
   const int32_t* stage_i32(Slot slot, const int32_t* host, size_t n);
   // Every host -> device copy of the step: through the pinned upload ring, so the copy is

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "base/cuda_check.h"
 #include "base/error.h"
@@ -242,11 +243,23 @@ int cluster_size(HcNormKernel kernel) {
   return kernel == HcNormKernel::cluster8 ? 8 : kernel == HcNormKernel::cluster4 ? 4 : 1;
 }
 
+// Whether the current device launches clusters. Every device's attribute is queried once
+// (a thread-safe static), not on each hc_pre_norm_takes: an op-by-op hc_pre_norm asks up to 4 times.
 bool clusters_launch() {
-  int device = 0, on = 0;
+  static const std::vector<bool> on = [] {
+    int devices = 0;
+    DSV4_CUDA_CHECK(cudaGetDeviceCount(&devices));
+    std::vector<bool> v(static_cast<size_t>(devices));
+    for (int d = 0; d < devices; ++d) {
+      int attr = 0;
+      DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&attr, cudaDevAttrClusterLaunch, d));
+      v[static_cast<size_t>(d)] = attr != 0;
+    }
+    return v;
+  }();
+  int device = 0;
   DSV4_CUDA_CHECK(cudaGetDevice(&device));
-  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&on, cudaDevAttrClusterLaunch, device));
-  return on != 0;
+  return on.at(static_cast<size_t>(device));
 }
 
 int mix_threads(int m) { return kWarp * std::min(m + 1, kMaxWarps); }

@@ -29,7 +29,6 @@
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/moe_experts.cuh"
 #include "kernels/cuda/quant.cuh"
-#include "kernels/cuda/scratch_carve.h"
 #include "kernels/cuda/swiglu.cuh"
 #include "base/error.h"
 
@@ -440,7 +439,7 @@ void CudaOps::moe_on(cuda::ExpertKernel kernel, const BlockWeights& b, const flo
   on_line(kSharedLine);
   const int64_t Is = shared_inter;
   const std::array<int64_t, 4> shared_sizes{rows * Is, rows * Is, rows * Is, int64_t{rows} * hidden};
-  const auto [sg, su, sh_h, sh] = cuda::carve(scratch_f32(Slot::f32_a, cuda::carved_floats(shared_sizes)), shared_sizes);
+  const auto [sg, su, sh_h, sh] = carve_scratch(Slot::f32_a, shared_sizes);
   gemv_rows(sw1, x, hidden, act, sg, Is, rows);
   gemv_rows(sw3, x, hidden, act, su, Is, rows);
   cuda::shared_swiglu(sg, su, rows, shared_inter, swiglu_limit, sh_h, stream_);
@@ -465,7 +464,7 @@ void CudaOps::routed_shipped(cuda::ExpertKernel kernel, const BlockWeights& b, c
   static_assert(sizeof(cuda::ExpertW) % sizeof(float) == 0 && alignof(cuda::ExpertW) <= 16);
   const std::array<int64_t, 4> sizes{S * I, S * H, T * static_cast<int64_t>(sizeof(cuda::ExpertW) / sizeof(float)),
                                      1 + T * kCols};
-  const auto [h, ye, tile_w, ints] = cuda::carve(scratch_f32(Slot::f32_a, cuda::carved_floats(sizes)), sizes);
+  const auto [h, ye, tile_w, ints] = carve_scratch(Slot::f32_a, sizes);
   const auto* experts = static_cast<const cuda::ExpertW*>(table.table.ptr);
   auto* counts = reinterpret_cast<int32_t*>(ints);
   const Tiles tiles{reinterpret_cast<cuda::ExpertW*>(tile_w), counts, counts + 1};
@@ -503,7 +502,7 @@ void CudaOps::routed_fragment(const BlockWeights& b, const ExpertTable& table, c
   // fp16 parts in floats: two halves a float.
   const std::array<int64_t, 7> sizes{C * H / 2, C * H / kChunk, S * I, S * I / 2, S * I / kChunk, S * H,
                                      1 + T * kCols};
-  const auto [xq, xs, h, hq, hs, ye, ints] = cuda::carve(scratch_f32(Slot::f32_a, cuda::carved_floats(sizes)), sizes);
+  const auto [xq, xs, h, hq, hs, ye, ints] = carve_scratch(Slot::f32_a, sizes);
   const auto* experts = static_cast<const cuda::ExpertFrag*>(table.table.ptr);
   auto* counts = reinterpret_cast<int32_t*>(ints);
   const Tiles tiles{nullptr, counts, counts + 1};  // the kernel finds a tile's expert by sel

@@ -39,7 +39,6 @@
 #include "kernels/cuda/expert_fp4_gemm.cuh"
 #include "kernels/cuda/expert_gemm.cuh"
 #include "kernels/cuda/expert_kernel.h"
-#include "kernels/cuda/scratch_carve.h"
 
 namespace dsv4 {
 namespace {
@@ -167,8 +166,7 @@ void CudaOps::moe_gemm_on(cuda::Fp4GemmKernel kernel, const BlockWeights& b, con
   const std::array<int64_t, 10> sizes{S * H, R * S * I, R * P * rows * H / 2, R * P * S * I / 2,
                                       native ? cuda::routed_fp4_gemm_scratch(rows, k, H, I) : 0,
                                       rows * Is, rows * Is, rows * Is, rows * H, T * (1 + kTileSlots) + 1 + n_experts};
-  const auto [y, h, xb_f, hb_f, fp4_scratch, sg, su, sh_h, sh, tiles_f] =
-      cuda::carve(scratch_f32(Slot::f32_b, cuda::carved_floats(sizes)), sizes);
+  const auto [y, h, xb_f, hb_f, fp4_scratch, sg, su, sh_h, sh, tiles_f] = carve_scratch(Slot::f32_b, sizes);
   auto* xb = reinterpret_cast<uint4*>(xb_f);
   auto* hb = reinterpret_cast<uint4*>(hb_f);
   auto* tiles = reinterpret_cast<int32_t*>(tiles_f);  // int32 parts in float-sized words

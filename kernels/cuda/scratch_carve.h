@@ -1,4 +1,4 @@
-// One device scratch carved into parts (the MoE's: moe.cu, moe_prefill.cu,
+// One device scratch carved into parts (the MoE's: CudaOps::carve_scratch in moe.cu, moe_prefill.cu;
 // expert_fp4_gemm.cu): parts of the given float counts in order, each starting 32-byte
 // aligned (the kernels' 128-bit loads and cp.async copies need 16). A plain header.
 #pragma once

@@ -40,17 +40,25 @@ HcParams hc_params(Store& store, Rng& rng, int hidden) {
   return p;
 }
 
+// A case's backends, seeded generator and weight store, with h's rows of width kHc * hidden.
+struct HcCase {
+  Backends b;
+  Rng rng;
+  Store store;
+  const int rows, hidden;
+  const int64_t width;
+  HcCase(uint64_t seed, int hidden_, int rows_)
+      : rng(seed), rows(rows_), hidden(hidden_), width(int64_t{kHc} * hidden_) {}
+};
+
 }  // namespace
 
 // Rows vs single rows: bit for bit below cuda::kHcRowTiledFrom rows (decode, verify); from
 // there (the 300-row case, a prefill chunk) within the CPU bound, and row-independent.
 TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single rows") {
   for (const Shape& sh : kShapes) {
-    Backends b;
-    Rng rng(21);
-    Store store;
-    const int rows = sh.rows, hidden = sh.hidden;
-    const int64_t width = int64_t{kHc} * hidden;
+    HcCase c(21, sh.hidden, sh.rows);
+    auto& [b, rng, store, rows, hidden, width] = c;
     const HcParams p = hc_params(store, rng, hidden);
     PairF h = put(b, rng.normals(static_cast<size_t>(rows * width)));
     PairF y = zeros(b, rows * hidden), post = zeros(b, rows * kHc), comb = zeros(b, rows * kHc * kHc);
@@ -104,11 +112,8 @@ TEST_CASE("hc_pre twin: f64 mixes, f64 Sinkhorn, f32 collapse; rows vs single ro
 TEST_CASE("hc_pre_norm twin: hc_pre then rmsnorm as one op, bit for bit; rows vs single rows") {
   constexpr Shape kNormShapes[] = {{kHidden, 3}, {4096, 1}, {4096, 2}, {4096, 3}, {4096, 4}, {4096, 5}};
   for (const Shape& sh : kNormShapes) {
-    Backends b;
-    Rng rng(25);
-    Store store;
-    const int rows = sh.rows, hidden = sh.hidden;
-    const int64_t width = int64_t{kHc} * hidden;
+    HcCase c(25, sh.hidden, sh.rows);
+    auto& [b, rng, store, rows, hidden, width] = c;
     const HcParams p = hc_params(store, rng, hidden);
     std::vector<float> wv = rng.normals(static_cast<size_t>(hidden), 0.5f);
     const TensorView norm = store.bf16("attn_norm.weight", {hidden}, wv);
@@ -158,13 +163,11 @@ TEST_CASE("hc_pre_norm twin kernels: last_block, cluster4, cluster8 each hc_pre 
   const cuda::HcNormKernel kernels[] = {cuda::HcNormKernel::last_block, cuda::HcNormKernel::cluster4,
                                         cuda::HcNormKernel::cluster8};
   const char* kernel_names[] = {"last_block", "cluster4", "cluster8"};
-  for (int hidden : {kHidden, 102, 4096})
-    for (int rows = 1; rows <= 4; ++rows) {
-      Backends b;
-      Rng rng(26);
-      Store store;
+  for (int n_hidden : {kHidden, 102, 4096})
+    for (int n_rows = 1; n_rows <= 4; ++n_rows) {
+      HcCase c(26, n_hidden, n_rows);
+      auto& [b, rng, store, rows, hidden, width] = c;
       const int m = (2 + kHc) * kHc;
-      const int64_t width = int64_t{kHc} * hidden;
       const HcParams p = hc_params(store, rng, hidden);
       std::vector<float> wv = rng.normals(static_cast<size_t>(hidden), 0.5f);
       const TensorView norm = store.bf16("attn_norm.weight", {hidden}, wv);  // wv: the stored values
@@ -239,11 +242,8 @@ TEST_CASE("hc_post twin: post x + comb^T res (bit-exact); rows vs single rows") 
 
 TEST_CASE("hc_head twin; rows vs single rows") {
   for (const Shape& sh : kShapes) {
-    Backends b;
-    Rng rng(23);
-    Store store;
-    const int rows = sh.rows, hidden = sh.hidden;
-    const int64_t width = int64_t{kHc} * hidden;
+    HcCase c(23, sh.hidden, sh.rows);
+    auto& [b, rng, store, rows, hidden, width] = c;
     HeadWeights w;
     w.hc_head_fn = store.f32("hc_head_fn", {kHc, width}, rng.normals(static_cast<size_t>(kHc * width), fn_sd(hidden)));
     w.hc_head_base = store.f32("hc_head_base", {kHc}, rng.normals(kHc, 0.5f));
