@@ -5,8 +5,9 @@
 // hc_pre then rmsnorm at any row count (SPECDECODE.md §6.3 R-I3).
 //
 // last_block: the last block alone reduces each row's five sums, collapses its 64 KiB of h
-// (Flash) and norms it, row after row: at one Flash row ~8 of the launch's ~14 us (issue 12's
-// ncu: three dependent rounds of h loads, the weight's six loads behind the stores of x).
+// (Flash) and norms it, row after row; its h, norm weights and pre's scale / base are loaded
+// in one round beside the sums (issue 12's ncu at 387d9a6 saw three dependent rounds of h
+// loads and the weight's loads behind the stores of x: ~8 of the launch's ~14 us at one row).
 // cluster: the grid runs in clusters of kCluster blocks (sm_90); the cluster of the block
 // that takes the last ticket does the rest, block b taking the columns of the rmsnorm
 // threads [b, b + 1) * 256 / kCluster (columns j + 256 k): every block combines the rows'
@@ -40,58 +41,96 @@ constexpr int kTailCols = 2;                      // columns a cluster-kernel th
 constexpr int kTailHc = 4;  // the cluster kernel's most hc (Flash's): its h values in registers
 constexpr int kClusterThreads = 800;  // its most threads (hc 4's 25 mix warps): 80 registers a thread
 constexpr size_t kDefaultSmem = 48 * 1024;        // dynamic shared memory without the attribute
+constexpr size_t kMaxSmem = 227 * 1024;           // sm_90's most a block may opt in to
+
+// The last_block kernel's block at hc (m = (2 + hc) hc sums): one warp a sum, at least the
+// rmsnorm's threads; its bound lets hc 4's 800 threads keep 80 registers (no spills).
+constexpr int last_block_threads(int hc) {
+  const int warps = (2 + hc) * hc + 1 < kMaxWarps ? (2 + hc) * hc + 1 : kMaxWarps;
+  return kWarp * warps > kNormThreads ? kWarp * warps : kNormThreads;
+}
 
 // The last_block kernel: the mix partials as hc.cu's hc_mix_partial_kernel (the same grid:
-// slices, row tiles), then the block that finishes last collapses each row as
-// hc_apply_kernel does (raw, pre, the sums) into y and `row`, and norms `row` into x as
-// rmsnorm_kernel does (its kNormThreads take the squares). Block: max(the mix threads,
-// kNormThreads).
-__global__ void __launch_bounds__(kMaxThreads)
-hc_pre_norm_kernel(const float* h, int64_t rows, int hc, int hidden, DenseW fn, int m, double norm_eps,
-                   SplitArgs a, DenseW norm, unsigned* ticket, double* part, float* y, float* x) {
+// slices, row tiles; fn's slice in registers before the wait), then the block that finishes
+// last collapses each row as hc_apply_kernel does (raw, pre, the sums) into y and `row`, and
+// norms `row` into x as rmsnorm_kernel does (its kNormThreads take the squares). A thread
+// takes kCols = 24 / HC columns of a pass (24 h values in registers at any hc); the first
+// pass's h, the norm weights and pre's scale / base are loaded before the sums, so those
+// loads overlap the partials' (one round of global loads a row, not three, and none after
+// the norm's sum: the weights wait in `wrow`). Block: max(the mix threads, kNormThreads).
+// Dynamic smem: 2 x hidden floats.
+template <int HC>
+__global__ void __launch_bounds__(last_block_threads(HC))
+hc_pre_norm_kernel(const float* h, int64_t rows, int hidden, DenseW fn, int m, double norm_eps, SplitArgs a,
+                   DenseW norm, unsigned* ticket, double* part, float* y, float* x) {
+  constexpr int kCols = 24 / HC;  // columns a thread loads before it stores (their loads overlap)
+  const int64_t width = int64_t{HC} * hidden;
+  MixWeights w;
+  load_mix_weights(fn, width, m, w);  // weights only: before the wait (launch.cuh)
   pdl_wait();
   pdl_launch_dependents();
-  mix_partials(h, rows, int64_t{hc} * hidden, fn, m, part);
+  mix_partials(h, rows, width, w, m, part);
   if (!last_block_done(ticket, gridDim.x * gridDim.y)) return;
-  extern __shared__ float row[];  // [hidden] the row's y
+  extern __shared__ float tail_smem[];
+  float* row = tail_smem;           // [hidden] the row's y
+  float* wrow = tail_smem + hidden;  // [hidden] the norm weights
   __shared__ double raw[kMaxSums];
   __shared__ float pre[kMaxHc];
   __shared__ float red[kWarp];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int warps = blockDim.x / kWarp;
-  const int64_t slices = gridDim.x;
-  constexpr int kCols = 2;  // columns a thread loads before it stores (their loads overlap)
+  const int64_t slices = gridDim.x, pass = int64_t{kCols} * blockDim.x;
+  const float scale0 = threadIdx.x < HC ? a.scale.at(0) : 0.0f;
+  const float base_c = threadIdx.x < HC ? a.base.at(threadIdx.x) : 0.0f;
+  float xs[kCols][kMaxHc], wn[kCols];
+  auto load = [&](int64_t t, int64_t d0) {  // one pass's h (and, for row 0, its norm weights)
+#pragma unroll
+    for (int i = 0; i < kCols; ++i) {
+      const int64_t d = d0 + i * blockDim.x;
+      if (t == 0) wn[i] = d < hidden ? norm.at(d) : 0.0f;
+#pragma unroll
+      for (int c = 0; c < kMaxHc; ++c) xs[i][c] = d < hidden && c < HC ? h[(t * HC + c) * hidden + d] : 0.0f;
+    }
+  };
   for (int64_t t = 0; t < rows; ++t) {
     __syncthreads();  // the previous row's raw, pre and row are read
-    for (int q = warp; q < hc + 1; q += warps) {  // warp-uniform: the pre mixes and the sum of squares
-      const int j = q < hc ? q : m;
+    load(t, threadIdx.x);
+    for (int q = warp; q < HC + 1; q += warps) {  // warp-uniform: the pre mixes and the sum of squares
+      const int j = q < HC ? q : m;
       const double r = mix_sum(part, slices, t, m, j, /*via_l2=*/true);
       if (lane == 0) raw[j] = r;
     }
     __syncthreads();
-    if (threadIdx.x < hc) pre[threadIdx.x] = collapse_pre(raw, mix_rs(raw, m, hc, hidden, norm_eps), threadIdx.x, a);
+    if (threadIdx.x < HC)
+      pre[threadIdx.x] = collapse_pre(raw[threadIdx.x] * mix_rs(raw, m, HC, hidden, norm_eps), scale0, base_c, a.hc_eps);
     __syncthreads();
-    for (int d0 = threadIdx.x; d0 < hidden; d0 += kCols * blockDim.x) {
-      float xs[kCols][kMaxHc];
-#pragma unroll
-      for (int i = 0; i < kCols; ++i)
-#pragma unroll
-        for (int c = 0; c < kMaxHc; ++c) {
-          const int d = d0 + i * blockDim.x;
-          xs[i][c] = d < hidden && c < hc ? h[(t * hc + c) * hidden + d] : 0.0f;
-        }
+    for (int64_t d0 = threadIdx.x; d0 < hidden; d0 += pass) {
+      if (d0 != threadIdx.x) load(t, d0);
 #pragma unroll
       for (int i = 0; i < kCols; ++i) {
-        const int d = d0 + i * blockDim.x;
+        const int64_t d = d0 + i * blockDim.x;
         if (d >= hidden) break;
-        const float v = collapse_sum(pre, xs[i], hc);
+        const float v = collapse_sum(pre, xs[i], HC);
         y[t * hidden + d] = v;
         row[d] = v;
+        if (t == 0) wrow[d] = wn[i];
       }
     }
     __syncthreads();
-    block_rmsnorm(row, norm, true, hidden, norm_eps, x + t * hidden, red, kNormThreads);
+    // block_rmsnorm's bits (norm.cuh): its squares over kNormThreads, then each element
+    // normalized first, then weighted, in f64.
+    const double inv = block_inv_rms(row, hidden, norm_eps, red, kNormThreads);
+    for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x)
+      x[t * hidden + d] = static_cast<float>(static_cast<double>(wrow[d]) * (static_cast<double>(row[d]) * inv));
   }
+}
+
+// hc_pre_norm_kernel<hc> for hc in 1..kMaxHc.
+template <int HC = 1>
+auto* last_block_kernel(int hc) {
+  if constexpr (HC < kMaxHc)
+    if (hc != HC) return last_block_kernel<HC + 1>(hc);
+  return hc_pre_norm_kernel<HC>;
 }
 
 // The L2 line of w's element i (prefetch.global.L2: no register waits for it).
@@ -283,7 +322,7 @@ bool dsv4::cuda::hc_pre_norm_takes(HcNormKernel kernel, int rows, int hc, int hi
   using namespace hc;
   if (rows < 1 || rows > kFusedRows || hc < 1 || hc > kMaxHc || m + 1 > kMaxSums) return false;
   const int cluster = cluster_size(kernel);
-  if (cluster == 1) return true;
+  if (cluster == 1) return 2 * static_cast<size_t>(hidden) * sizeof(float) <= kMaxSmem;  // row and wrow
   return hc <= kTailHc && slices_of(int64_t{hc} * hidden) % cluster == 0 &&
          cluster_threads(cluster, hidden, m) <= kClusterThreads && clusters_launch();
 }
@@ -317,14 +356,14 @@ void dsv4::cuda::hc_pre_norm_fused(HcNormKernel kernel, const HcPreNormArgs& p, 
   const DenseW fn = dense(p.fn, width), norm = dense(p.norm, p.hidden);
   const int cluster = cluster_size(kernel);
   if (cluster == 1) {
-    const size_t smem = static_cast<size_t>(p.hidden) * sizeof(float);
+    const size_t smem = 2 * static_cast<size_t>(p.hidden) * sizeof(float);  // row and wrow
+    auto* k = last_block_kernel(p.hc);
     if (smem > kDefaultSmem)
-      DSV4_CUDA_CHECK(cudaFuncSetAttribute(hc_pre_norm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
-    const int threads = std::max(mix_threads(p.m), kNormThreads);
+      DSV4_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const int threads = last_block_threads(p.hc);  // = max(mix_threads(m), kNormThreads)
     const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>((p.rows + kRowTile - 1) / kRowTile));
-    return launch(hc_pre_norm_kernel, grid, threads, smem, stream, p.h, int64_t{p.rows}, p.hc, p.hidden, fn, p.m,
-                  p.norm_eps, a, norm, p.ticket, p.part, p.y, p.x);
+    return launch(k, grid, threads, smem, stream, p.h, int64_t{p.rows}, p.hidden, fn, p.m, p.norm_eps, a, norm,
+                  p.ticket, p.part, p.y, p.x);
   }
   // <= 25 KiB: per_row <= kTailCols x kClusterThreads (takes)
   const size_t smem = sizeof(float) * p.rows * tail_per_row(cluster, p.hidden);

@@ -163,7 +163,7 @@ TEST_CASE("hc_pre_norm twin kernels: last_block, cluster4, cluster8 each hc_pre 
   const cuda::HcNormKernel kernels[] = {cuda::HcNormKernel::last_block, cuda::HcNormKernel::cluster4,
                                         cuda::HcNormKernel::cluster8};
   const char* kernel_names[] = {"last_block", "cluster4", "cluster8"};
-  for (int n_hidden : {kHidden, 102, 4096})
+  for (int n_hidden : {kHidden, 102, 4096, 8192})  // 8192: the last block in two passes
     for (int n_rows = 1; n_rows <= 4; ++n_rows) {
       HcCase c(26, n_hidden, n_rows);
       auto& [b, rng, store, rows, hidden, width] = c;
