@@ -220,6 +220,10 @@ class CudaOps final : public Ops {
   unsigned* ticket(Ticket t) const { return tickets_ + line_ * static_cast<int>(Ticket::count) + static_cast<int>(t); }
 
   void activate() const;  // cudaSetDevice(device_), and this thread's launches take pdl_
+  // hc_pre with the mix chosen by the caller: prefill_mix, a prefill chunk's f64 tensor-core
+  // mix (within law 2's tolerance), else the shipped one (every device step's rows: R-I3).
+  void hc_pre_mix(bool prefill_mix, const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
+                  double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb);
   // hc_pre's Sinkhorn split (post, comb) runs on split_stream_, off the critical path
   // (issue 12: 86 serial f64 chains of ~24 us per token); only hc_post reads post / comb
   // in a step. join_split() orders stream_ after the pending split; hc_post, hc_pre,

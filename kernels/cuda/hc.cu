@@ -291,6 +291,11 @@ int hc_pre_mixes(const HcParams& p, int hc, int hidden, int sinkhorn_iters) {
 
 void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& p, double norm_eps,
                      double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb) {
+  hc_pre_mix(s >= cuda::kHcRowTiledFrom, h, s, hc, hidden, p, norm_eps, hc_eps, sinkhorn_iters, y, post, comb);
+}
+
+void CudaOps::hc_pre_mix(bool prefill_mix, const float* h, int s, int hc, int hidden, const HcParams& p,
+                         double norm_eps, double hc_eps, int sinkhorn_iters, float* y, float* post, float* comb) {
   const int m = hc_pre_mixes(p, hc, hidden, sinkhorn_iters);
   const int64_t width = static_cast<int64_t>(hc) * hidden;
   if (s == 0) return;
@@ -307,7 +312,7 @@ void CudaOps::hc_pre(const float* h, int s, int hc, int hidden, const HcParams& 
   // shipped's at 1,024 rows). dsv4-dev-hc at 871afa1, the mix at 1,024 / 2,048 rows:
   // row_quads 108.4 / 204.3 us, dmma 89.9 / 187.4, dmma_pairs 77.5 / 150.5 (y bit for bit
   // the shipped kernels' on its rows there). Every row's bits are its own either way.
-  const auto kernels = s >= cuda::kHcRowTiledFrom ? cuda::HcKernels::dmma_pairs : cuda::HcKernels::shipped;
+  const auto kernels = prefill_mix ? cuda::HcKernels::dmma_pairs : cuda::HcKernels::shipped;
   launch_mix_collapse(kernels, stream_, h, s, hc, hidden, dense(p.fn, width), m, norm_eps, a,
                       &side, part, y);
   split_pending_ = true;
@@ -323,7 +328,8 @@ void CudaOps::hc_pre_norm(const float* h, int s, int hc, int hidden, const HcPar
   // One row: the last-block kernel; 2-4 rows: the cluster tail where it takes the shapes
   // (sm_90; Flash), cluster8 before cluster4. dsv4-dev-hc at 387d9a6 on one H200, us a call
   // in a graph with PDL, last_block / cluster4 / cluster8: 1 row 10.5 / 11.5 / 11.3, 2 rows
-  // 16.7 / 13.1 / 12.7, 4 rows 29.1 / 15.9 / 15.0.
+  // 16.7 / 13.1 / 12.7, 4 rows 29.1 / 15.9 / 15.0; the last block's one-round tail at c62f3b8:
+  // 1 row 8.8 us, 2 rows 13.6, 4 rows 23.2.
   auto kernel = cuda::HcNormKernel::last_block;
   if (s >= 2)
     for (const cuda::HcNormKernel k : {cuda::HcNormKernel::cluster8, cuda::HcNormKernel::cluster4})
@@ -332,7 +338,8 @@ void CudaOps::hc_pre_norm(const float* h, int s, int hc, int hidden, const HcPar
         break;
       }
   if (!cuda::hc_pre_norm_takes(kernel, s, hc, hidden, m)) {
-    hc_pre(h, s, hc, hidden, p, norm_eps, hc_eps, sinkhorn_iters, y, post, comb);
+    // A device step's rows (decode, verify) at any count: the shipped mix (R-I3), never the prefill's.
+    hc_pre_mix(false, h, s, hc, hidden, p, norm_eps, hc_eps, sinkhorn_iters, y, post, comb);
     rmsnorm(y, norm, s, hidden, norm_eps, x);
     return;
   }

@@ -82,12 +82,12 @@ hc_pre_norm_kernel(const float* h, int64_t rows, int hidden, DenseW fn, int m, d
   const int64_t slices = gridDim.x, pass = int64_t{kCols} * blockDim.x;
   const float scale0 = threadIdx.x < HC ? a.scale.at(0) : 0.0f;
   const float base_c = threadIdx.x < HC ? a.base.at(threadIdx.x) : 0.0f;
-  float xs[kCols][kMaxHc], wn[kCols];
+  float xs[kCols][kMaxHc];
   auto load = [&](int64_t t, int64_t d0) {  // one pass's h (and, for row 0, its norm weights)
 #pragma unroll
     for (int i = 0; i < kCols; ++i) {
       const int64_t d = d0 + i * blockDim.x;
-      if (t == 0) wn[i] = d < hidden ? norm.at(d) : 0.0f;
+      if (t == 0 && d < hidden) wrow[d] = norm.at(d);
 #pragma unroll
       for (int c = 0; c < kMaxHc; ++c) xs[i][c] = d < hidden && c < HC ? h[(t * HC + c) * hidden + d] : 0.0f;
     }
@@ -113,7 +113,6 @@ hc_pre_norm_kernel(const float* h, int64_t rows, int hidden, DenseW fn, int m, d
         const float v = collapse_sum(pre, xs[i], HC);
         y[t * hidden + d] = v;
         row[d] = v;
-        if (t == 0) wrow[d] = wn[i];
       }
     }
     __syncthreads();
