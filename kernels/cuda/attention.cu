@@ -31,6 +31,7 @@ constexpr int kKeysPerWarp = kSplit / kGroup;  // logits micro-tile: kGroup head
 constexpr int kMaxCols = 4;           // dims per thread in the PV product
 constexpr int kMaxDim = kMaxCols * kThreads;
 constexpr int kCombineThreads = 128;
+constexpr int kCombineAhead = 16;  // splits whose loads the combine has in flight at once
 constexpr int64_t kPartialFloats = int64_t{1} << 23;  // 32 MB of o_s per launch (rows chunked)
 
 // The inverse rope of o's rows (fc null: none): table fc [n_positions, rd], row t at
@@ -197,11 +198,24 @@ sink_combine_kernel(const float* ml, const float* part, int rows,
     float mx = sink_logit;  // D12: the sink takes part in the max
     for (int s = 0; s < splits; ++s) mx = fmaxf(mx, m[2 * s]);
     float den = 0.0f, acc = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      if (m[2 * s] == -INFINITY) continue;  // pads only (uniform)
-      const float w = expf(m[2 * s] - mx);
-      den += w * m[2 * s + 1];
-      if (i < dim) acc += w * part[(th * splits + s) * dim + i];
+    for (int s0 = 0; s0 < splits; s0 += kCombineAhead) {
+      // kCombineAhead splits' statistics and partials loaded before any is used (one round
+      // of loads, not one a split), then summed in ascending split as before: the same bits.
+      float ms[kCombineAhead], ls[kCombineAhead], ps[kCombineAhead];
+#pragma unroll
+      for (int u = 0; u < kCombineAhead; ++u) {
+        const int s = s0 + u;
+        ms[u] = s < splits ? m[2 * s] : -INFINITY;
+        ls[u] = s < splits ? m[2 * s + 1] : 0.0f;
+        ps[u] = s < splits && i < dim ? part[(th * splits + s) * dim + i] : 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kCombineAhead; ++u) {
+        if (ms[u] == -INFINITY) continue;  // pads only, or past the splits (uniform)
+        const float w = expf(ms[u] - mx);
+        den += w * ls[u];
+        if (i < dim) acc += w * ps[u];
+      }
     }
     den += expf(sink_logit - mx);  // §4.20: the sink has a zero value vector
     float v = acc / den;
