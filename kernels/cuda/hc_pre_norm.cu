@@ -43,12 +43,13 @@ constexpr int kClusterThreads = 800;  // its most threads (hc 4's 25 mix warps):
 constexpr size_t kDefaultSmem = 48 * 1024;        // dynamic shared memory without the attribute
 constexpr size_t kMaxSmem = 227 * 1024;           // sm_90's most a block may opt in to
 
-// The last_block kernel's block at hc (m = (2 + hc) hc sums): one warp a sum, at least the
-// rmsnorm's threads; its bound lets hc 4's 800 threads keep 80 registers (no spills).
-constexpr int last_block_threads(int hc) {
-  const int warps = (2 + hc) * hc + 1 < kMaxWarps ? (2 + hc) * hc + 1 : kMaxWarps;
-  return kWarp * warps > kNormThreads ? kWarp * warps : kNormThreads;
-}
+// The mix's threads for m sums: one warp a sum and the sum of squares, at most kMaxWarps.
+constexpr int mix_threads(int m) { return kWarp * std::min(m + 1, kMaxWarps); }
+
+// The last_block kernel's launch bound at hc: the block of hc_pre's m = (2 + hc) hc sums,
+// at least the rmsnorm's threads (hc 4: 800 threads, 72 registers, 8 bytes of spills; the
+// 1,024-thread bound gave it 64 registers and 80 bytes of spill loads).
+constexpr int last_block_threads(int hc) { return std::max(mix_threads((2 + hc) * hc), kNormThreads); }
 
 // The last_block kernel: the mix partials as hc.cu's hc_mix_partial_kernel (the same grid:
 // slices, row tiles; fn's slice in registers before the wait), then the block that finishes
@@ -116,11 +117,7 @@ hc_pre_norm_kernel(const float* h, int64_t rows, int hidden, DenseW fn, int m, d
       }
     }
     __syncthreads();
-    // block_rmsnorm's bits (norm.cuh): its squares over kNormThreads, then each element
-    // normalized first, then weighted, in f64.
-    const double inv = block_inv_rms(row, hidden, norm_eps, red, kNormThreads);
-    for (int64_t d = threadIdx.x; d < hidden; d += blockDim.x)
-      x[t * hidden + d] = static_cast<float>(static_cast<double>(wrow[d]) * (static_cast<double>(row[d]) * inv));
+    block_rmsnorm(row, DenseW{wrow, false, hidden}, true, hidden, norm_eps, x + t * hidden, red, kNormThreads);
   }
 }
 
@@ -300,8 +297,6 @@ bool clusters_launch() {
   return on.at(static_cast<size_t>(device));
 }
 
-int mix_threads(int m) { return kWarp * std::min(m + 1, kMaxWarps); }
-
 // The cluster kernel's tail columns a row and its block.
 int tail_per_row(int cluster, int hidden) {
   return cluster == 8 ? TailCols<8>::per_row(hidden) : TailCols<4>::per_row(hidden);
@@ -321,7 +316,9 @@ bool dsv4::cuda::hc_pre_norm_takes(HcNormKernel kernel, int rows, int hc, int hi
   using namespace hc;
   if (rows < 1 || rows > kFusedRows || hc < 1 || hc > kMaxHc || m + 1 > kMaxSums) return false;
   const int cluster = cluster_size(kernel);
-  if (cluster == 1) return 2 * static_cast<size_t>(hidden) * sizeof(float) <= kMaxSmem;  // row and wrow
+  if (cluster == 1)  // row and wrow in shared memory; the block within the kernel's bound at hc
+    return 2 * static_cast<size_t>(hidden) * sizeof(float) <= kMaxSmem &&
+           std::max(mix_threads(m), kNormThreads) <= last_block_threads(hc);
   return hc <= kTailHc && slices_of(int64_t{hc} * hidden) % cluster == 0 &&
          cluster_threads(cluster, hidden, m) <= kClusterThreads && clusters_launch();
 }
@@ -359,7 +356,7 @@ void dsv4::cuda::hc_pre_norm_fused(HcNormKernel kernel, const HcPreNormArgs& p, 
     auto* k = last_block_kernel(p.hc);
     if (smem > kDefaultSmem)
       DSV4_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    const int threads = last_block_threads(p.hc);  // = max(mix_threads(m), kNormThreads)
+    const int threads = std::max(mix_threads(p.m), kNormThreads);
     const dim3 grid(static_cast<unsigned>(slices), static_cast<unsigned>((p.rows + kRowTile - 1) / kRowTile));
     return launch(k, grid, threads, smem, stream, p.h, int64_t{p.rows}, p.hidden, fn, p.m, p.norm_eps, a, norm,
                   p.ticket, p.part, p.y, p.x);
