@@ -15,15 +15,8 @@
 // launch_bounds: 4 = fewer registers, more warps), 5-7 "ringX S B" (x staged with the
 // weights: the 8 rows' x reads leave L1's 32 lines per load instruction), 8 "ring auto"
 // the launch by row count that linear.cuh would take (launch_gemv_tc_ring_auto).
-// "bulk" is gemv_bulk.cuh (the same products fed by bulk copies through an mbarrier ring,
-// its own K partition: checked against the CPU and row by row against the row alone).
 // Each line prints TB/s (weights + scales / time) and its fraction of the H200's 4.3 TB/s.
-// Then "chain" lines: a CUDA graph of kChainLinks launches with PDL (the step graph's
-// setting), link i on its own copy of the weights (so the 8 MiB+ matrices stream from HBM,
-// not L2), us a link for TC and bulk at 1, 2 and 8 rows, and the chain's last y checked
-// against the same kernel's single launch bit for bit: what a kernel costs when it follows
-// another (gemv_bulk.cuh: its copy warp streams before the previous link has ended).
-// usage: dsv4-dev-gemv [reps] [bulk: the TC, bulk and chain lines only]
+// usage: dsv4-dev-gemv [reps]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,9 +32,7 @@
 #include "base/scalar_formats.h"
 #include "bench/dev/dev_bench.h"
 #include "kernels/cpu/linear.h"
-#include "kernels/cuda/gemv_bulk.cuh"
 #include "kernels/cuda/gemv_tc_ring.cuh"
-#include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/linear.cuh"
 
 namespace {
@@ -51,7 +42,6 @@ using namespace dsv4;
 constexpr int kMaxRows = 8;
 constexpr double kTolerance = 1e-5;  // rel_l2 and max_norm, as test_linear_twin.cpp
 constexpr double kPeakTBs = 4.3;     // H200 HBM3e peak, the floor's bandwidth
-constexpr int kChainLinks = 16;      // links of a chain graph, each on its own weight copy
 
 struct Shape {
   const char* name;
@@ -243,50 +233,10 @@ auto ring(const Problem& p, int sms, cudaStream_t s) {
   };
 }
 
-// The bulk-copy GEMV on weights w (gemv_bulk.cuh).
-auto bulk_on(int groups, int sms, cudaStream_t s) {
-  return [groups, sms, s](const cuda::Fp8W& w, const cuda::GemvArgs& a) {
-    cuda::launch_gemv_bulk<1>(cuda::TcFp8Run{w}, a, groups, sms, s);
-  };
-}
-auto tc_on(int groups, int sms, cudaStream_t s) {
-  return [groups, sms, s](const cuda::Fp8W& w, const cuda::GemvArgs& a) {
-    cuda::launch_gemv_tc_auto<cuda::TcFp8Run, 1>(cuda::TcFp8Run{w}, a, groups, sms, s);
-  };
-}
-
-// us a link of a PDL graph of kChainLinks launches of on(w_i, a) at `rows` rows, w_i the
-// i-th copy of p's codes in `copies`; prints the line and whether the chain's y equals one
-// launch's on p's own codes (the copies are equal, so it must).
-template <class On>
-void chain_line(const char* kernel, const Problem& p, const uint8_t* copies, int rows, On on, int reps,
-                cudaStream_t s) {
-  cuda::GemvArgs a = p.a;
-  a.rows = rows;
-  const size_t bytes = static_cast<size_t>(p.sh.groups) * p.sh.out * p.sh.in;
-  const size_t width = static_cast<size_t>(rows) * p.sh.groups * p.sh.out;
-  on(p.w, a);
-  const std::vector<float> single = dev::download(a.y, width);
-  int link = 0;
-  cuda::set_pdl(true);
-  const float us = dev::time_graph([&] {
-    cuda::Fp8W w = p.w;
-    w.codes = copies + (link++ % kChainLinks) * bytes;
-    on(w, a);
-  }, kChainLinks, reps, s);
-  cuda::set_pdl(false);
-  const std::vector<float> got = dev::download(a.y, width);
-  const double mb = (p.sh.groups * p.sh.out * p.sh.in * (1.0 + 1.0 / 16384)) / 1e6;
-  std::printf("%-10s chain of %d, rows %d %-5s %8.2f us a link %6.2f TB/s %4.2f of peak %s\n", p.sh.name, kChainLinks,
-              rows, kernel, us, mb / us, mb / us / kPeakTBs,
-              std::memcmp(got.data(), single.data(), width * 4) == 0 ? "=single" : "DIFFERS-FROM-SINGLE");
-}
-
 }  // namespace
 
 int run_all(int argc, char** argv) {
   const int reps = argc > 1 ? std::atoi(argv[1]) : 200;
-  const bool bulk_only = argc > 2 && std::strcmp(argv[2], "bulk") == 0;
   // The 33.6 MB matrices first (most of the dense bytes), then the 8 MiB ones, then the small.
   const Shape shapes[] = {{"wo_b", 4096, 8192, 1},      {"wq_b", 32768, 1024, 1},     {"wo_a", 1024, 4096, 8},
                           {"shared_w1", 2048, 4096, 1}, {"shared_w2", 4096, 2048, 1}, {"idx_wq_b", 8192, 1024, 1},
@@ -306,8 +256,6 @@ int run_all(int argc, char** argv) {
     for (int rows : {1, 2, 4, 8}) {
       b.reset();
       b.report("TC", rows, tc_shipped(p, sms, s), Checks::rows_shipped);
-      b.report("bulk", rows, [&](cuda::GemvArgs a) { bulk_on(groups, sms, s)(p.w, a); }, Checks::rows);
-      if (bulk_only) continue;
       b.report("TC U1 B2", rows, tc<1, 2>(p, sms, s), Checks::rows_shipped);
       b.report("TC U2 B1", rows, tc<2, 1>(p, sms, s), Checks::rows_shipped);
       b.report("TCnoL1", rows, tc_shipped<TcFp8RunNoL1>(p, sms, s), Checks::rows_shipped);
@@ -332,17 +280,6 @@ int run_all(int argc, char** argv) {
           fma_split(a);
           cuda::launch_gemv_persist_rows(c, a, groups, chunks, sms, s);
         }, Checks::cpu);
-    }
-    if (cuda::tc_layout(p.w, p.a) && groups * sh.out * sh.in >= cuda::kTcMinBytes) {
-      const size_t bytes = static_cast<size_t>(groups) * sh.out * sh.in;
-      uint8_t* copies = dev::device_alloc<uint8_t>(bytes * kChainLinks);
-      for (int i = 0; i < kChainLinks; ++i)
-        DSV4_CUDA_CHECK(cudaMemcpy(copies + i * bytes, p.w.codes, bytes, cudaMemcpyDeviceToDevice));
-      for (int rows : {1, 2, 8}) {
-        chain_line("TC", p, copies, rows, tc_on(groups, sms, s), reps / 10 + 1, s);
-        chain_line("bulk", p, copies, rows, bulk_on(groups, sms, s), reps / 10 + 1, s);
-      }
-      DSV4_CUDA_CHECK(cudaFree(copies));
     }
     free_problem(p);
   }

@@ -62,7 +62,6 @@ CudaOps::CudaOps(int device, bool step_graphs, bool pdl)
     : device_(device), step_graphs_on_(step_graphs), pdl_(pdl) {
   activate();
   DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
-  DSV4_CUDA_CHECK(cudaDeviceGetAttribute(&compute_major_, cudaDevAttrComputeCapabilityMajor, device_));
   DSV4_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   main_ = stream_;
   for (int k = 1; k < kOpLines; ++k) {

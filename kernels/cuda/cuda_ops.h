@@ -330,7 +330,6 @@ class CudaOps final : public Ops {
 
   int device_ = 0;
   int sm_count_ = 0;  // multiprocessors of the device (the GEMV's split rule)
-  int compute_major_ = 0;  // the device's compute capability major (the bulk GEMV's copies need 9)
   // stream_ is the stream of the current line (Ops::on_line): main_ or lines_[line_].
   cudaStream_t stream_ = nullptr;
   cudaStream_t main_ = nullptr;

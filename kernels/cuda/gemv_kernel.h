@@ -1,16 +1,14 @@
 // Which tensor-core GEMV computes an FP8 linear of 8 MiB and more (linear.cuh): `tc` is the
 // register-prefetch kernel (gemv_tc.cuh), `ring` the cp.async ring (gemv_tc_ring.cuh) that
-// feeds the same arithmetic, so the two give the same bits; `bulk` the bulk-copy ring
-// (gemv_bulk.cuh: the same products, its own K partition, so its own bits, at every row
-// count alike). The engine runs `automatic`: bulk on a compute capability 9 device, else tc
-// or ring by the row count alone (kTcRingMinRows). The twin test reaches each to compare
-// them with the CPU and with each other. A plain header, so host-compiled tests can call it.
+// feeds the same arithmetic, so the two give the same bits; the engine runs `automatic`,
+// which picks by the row count alone (kTcRingMinRows). The twin test reaches both to compare
+// them bit for bit. A plain header, so host-compiled tests can call it.
 #pragma once
 #include "kernels/ops.h"
 
 namespace dsv4::cuda {
 
-enum class TcGemvKernel { automatic, tc, ring, bulk };
+enum class TcGemvKernel { automatic, tc, ring };
 
 // `automatic` takes the ring from this many rows, gemv_tc below. dsv4-dev-gemv at ceb4662 on
 // one H200 (wo_b / wq_b / wo_a): 1 row gemv_tc 12.5-13.0 us, ring 13.9-14.5; 2 rows 13.0-13.8

@@ -111,9 +111,8 @@ struct TcLane {
 // acc[2..3]): the 8 mma steps in order from zero, then times each row's block scale. x_at(s)
 // is the lane's x elements 4s .. 4s + 3 of its run (zero past the call's rows), from global
 // memory (tc_block) or a shared-memory copy (gemv_tc_ring.cuh): the same values either way.
-// Of the lane it takes L.g and L.wrow (a TcLane, or gemv_bulk.cuh's BulkLane).
-template <class C, int P, class Lane, class XAt>
-__device__ inline void tc_block_x(const C& w, const GemvArgs& a, const Lane& L, int64_t n0, int64_t kb,
+template <class C, int P, class XAt>
+__device__ inline void tc_block_x(const C& w, const GemvArgs& a, const TcLane& L, int64_t n0, int64_t kb,
                                   const uint4 (&w0)[C::kLoads], const uint4 (&w1)[C::kLoads], XAt x_at,
                                   float (&acc)[4]) {
   const int64_t n_lo = n0 + L.g, n_hi = n_lo + 8;

@@ -3,12 +3,11 @@
 //
 // FP8 weights of 8 MiB and more (wq_b, wo_a, wo_b, the shared expert, the indexer's wq_b)
 // take the tensor-core arithmetic (gemv_tc.cuh: 16 weight rows x up to 8 rows per mma tile,
-// so 1..8 rows cost about what one row costs): on a compute capability 9 device fed by bulk
-// copies through an mbarrier ring (gemv_bulk.cuh, every row count), elsewhere by register
-// loads (gemv_tc) and from kTcRingMinRows rows through the cp.async ring (gemv_tc_ring.cuh,
-// launch_gemv_tc_ring_auto: S - 1 k-block items in flight per warp in shared memory instead
-// of one in registers; bitwise gemv_tc's, which the twin test and dsv4-dev-gemv check;
-// gemv_kernel.h says why not below); the rest take the CUDA-core path:
+// so 1..8 rows cost about what one row costs), from kTcRingMinRows rows streamed through the
+// cp.async ring (gemv_tc_ring.cuh, launch_gemv_tc_ring_auto: S - 1 k-block items in flight
+// per warp in shared memory instead of one in registers; bitwise gemv_tc's, which the twin
+// test and dsv4-dev-gemv check; gemv_kernel.h says why not below); the rest take the
+// CUDA-core path:
 //
 // Fast path (weight rows of whole 16-byte chunks, x rows 16-byte aligned): a set of
 // `splits` warps computes NO adjacent outputs n for up to R rows at once. Virtual lane
@@ -36,7 +35,6 @@
 #include "base/cuda_check.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemv_args.cuh"
-#include "kernels/cuda/gemv_bulk.cuh"
 #include "kernels/cuda/gemv_kernel.h"
 #include "kernels/cuda/gemv_tc.cuh"
 #include "kernels/cuda/gemv_tc_ring.cuh"
@@ -423,17 +421,10 @@ bool CudaOps::gemv_chunks(const C& c, cuda::GemvArgs a, int groups) {
 }
 
 // The tensor-core GEMV `kernel` on an FP8 problem (P exact bf16 planes of x: 1 for bf16
-// activations, 3 for f32) on a device of compute capability major `major`. `automatic` is
-// bulk where it runs: a function of the device alone, so every row count computes alike.
+// activations, 3 for f32).
 template <int P>
 void launch_tc_gemv(cuda::TcGemvKernel kernel, const cuda::TcFp8Run& run, const cuda::GemvArgs& a, int groups,
-                    int sm_count, int major, cudaStream_t stream) {
-  const bool bulk_runs = cuda::bulk_gemv_takes(run.w, a, major);
-  if (kernel == cuda::TcGemvKernel::bulk && !bulk_runs)
-    throw Error(cat("linear_fp8: the bulk GEMV needs a compute capability 9 device and 16-byte rows; this is ",
-                    major, ".x, ", run.w.cols, " columns"));
-  if (kernel == cuda::TcGemvKernel::bulk || (kernel == cuda::TcGemvKernel::automatic && bulk_runs))
-    return cuda::launch_gemv_bulk<P>(run, a, groups, sm_count, stream);
+                    int sm_count, cudaStream_t stream) {
   const bool ring = kernel == cuda::TcGemvKernel::ring ||
                     (kernel == cuda::TcGemvKernel::automatic && a.rows >= cuda::kTcRingMinRows);
   if (ring) cuda::launch_gemv_tc_ring_auto<cuda::TcFp8Run, P>(run, a, groups, sm_count, stream);
@@ -448,8 +439,8 @@ void CudaOps::gemv(const W& w, const cuda::GemvArgs& a, int groups, cuda::TcGemv
     // Weights of 8 MiB and more on the tensor cores (a function of the shape: R-I3).
     if (cuda::tc_layout(w, a) && a.n_out * groups * a.k_in >= cuda::kTcMinBytes) {
       const cuda::TcFp8Run run{w};
-      if (a.act_bf16) launch_tc_gemv<1>(tc, run, a, groups, sm_count_, compute_major_, stream_);
-      else launch_tc_gemv<3>(tc, run, a, groups, sm_count_, compute_major_, stream_);
+      if (a.act_bf16) launch_tc_gemv<1>(tc, run, a, groups, sm_count_, stream_);
+      else launch_tc_gemv<3>(tc, run, a, groups, sm_count_, stream_);
       return;
     }
     cuda::Fp8Chunks c;

@@ -104,9 +104,9 @@ TEST_CASE("linear_fp8 and grouped_wo_a twins at Flash shapes: split warps, 1..9 
 }
 
 TEST_CASE("linear_fp8 twin on the tensor-core GEMV: 8 to 32 MiB weights at 2, 3, 5, 8 and 9 rows") {
-  // Weights of >= 8 MiB take the tensor-core arithmetic (on a 9.x device the bulk-copy
-  // ring of gemv_bulk.cuh, else gemv_tc.cuh and the cp.async ring of gemv_tc_ring.cuh):
-  // 16-row tiles, up to 8 rows per tile; gemv_tc's 8 warps per tile for the shared expert
+  // Weights of >= 8 MiB take the tensor-core arithmetic (gemv_tc.cuh, streamed by the
+  // cp.async ring of gemv_tc_ring.cuh): 16-row tiles, up to 8 rows per tile; 8 warps per
+  // tile for the shared expert
   // [2048, 4096] and [1000, 8448] (a partial tile, a partial 128-row scale block), 1 and 8
   // warps per tile for wq_b [32768, 1024] and wo_b [4096, 8192]. bf16 activations
   // (one bf16 plane) and f32 ones (three exact planes). Every row must equal its
@@ -189,61 +189,6 @@ TEST_CASE("tensor-core GEMV: the cp.async ring equals gemv_tc bit for bit, 1..9 
   check_close("grouped_wo_a ring", get(b, og, kCpu), get(b, og, kGpu), 1e-5, 1e-5);
   check("grouped_wo_a Flash", groups * o_rank, og, [&](TcGemvKernel k, int n, float* yp) {
     cuda::grouped_wo_a_with(*b.gpu, k, wo_a, o[kGpu], n, groups, true, yp);
-  });
-}
-
-TEST_CASE("tensor-core GEMV: the bulk-copy ring at 1..9 rows against the CPU and the rows alone") {
-  // gemv_bulk.cuh: gemv_tc's products with its own K partition (compute warp w takes
-  // k-blocks w, w + 8, ... of a tile, warp 0 adds the 8 sums in order), stages of 16 rows x
-  // 1 KiB by bulk copies. The shared expert's w1 [2048, 4096] (4 stages a tile), wq_b
-  // [32768, 1024] (one stage a tile, 2,048 tiles over the resident blocks), wo_b [4096, 8192],
-  // [1000, 8448] (a partial tile, a partial 128-row scale block, a last stage of 2 k-blocks)
-  // and the Flash grouped wo_a (8 x [1024, 4096], the groups' tiles in one list); bf16 and
-  // f32 activations; 9 rows are two row blocks.
-  Backends b;
-  Rng rng(37);
-  Store store;
-  const int rows = 9;
-  using cuda::TcGemvKernel;
-  // run(n, y): the first n rows on the bulk kernel. The 9-row call within the bound of the
-  // CPU's, twice the same bits, and every n-row call the first n rows of it.
-  auto check = [&](const std::string& what, int64_t width, const std::vector<float>& cpu9, auto run) {
-    PairF y9 = zeros(b, static_cast<size_t>(rows) * width), again = zeros(b, static_cast<size_t>(rows) * width);
-    run(rows, y9[kGpu]);
-    run(rows, again[kGpu]);
-    const std::vector<float> all = get(b, y9, kGpu);
-    // Exact products on both, f32 sums in different orders over 1024-8448 terms: ~1e-6.
-    check_close(what + " bulk vs cpu", cpu9, all, 1e-5, 1e-5);
-    check_bitwise(what + " bulk twice", all, get(b, again, kGpu));
-    for (int n = 1; n < rows; ++n) {
-      PairF y = zeros(b, static_cast<size_t>(n) * width);
-      run(n, y[kGpu]);
-      check_bitwise(cat(what, " bulk ", n, " rows vs 9 rows"),
-                    std::vector<float>(all.begin(), all.begin() + static_cast<int64_t>(n) * width), get(b, y, kGpu));
-    }
-  };
-  for (const auto& [out, in] :
-       {std::pair<int64_t, int64_t>{2048, 4096}, {32768, 1024}, {4096, 8192}, {1000, 8448}}) {
-    const Fp8Linear w = store.fp8("tc_bulk", out, in, rng);
-    PairF x = put(b, rng.normals(rows * in));
-    for (bool act : {true, false}) {
-      const std::string what = cat("linear_fp8 [", out, ", ", in, "]", act ? " bf16" : " f32", " act");
-      PairF y = zeros(b, rows * out);
-      b.cpu->linear_fp8(w, x[kCpu], rows, act, y[kCpu]);
-      auto run = [&](int n, float* yp) { cuda::linear_fp8_with(*b.gpu, TcGemvKernel::bulk, w, x[kGpu], n, act, yp); };
-      check(what, out, get(b, y, kCpu), run);
-      check_row_independent(b, what + " bulk", x, in, out, rows, [&](const float* xp, int r, float* yp) {
-        cuda::linear_fp8_with(*b.gpu, TcGemvKernel::bulk, w, xp, r, act, yp);
-      });
-    }
-  }
-  const int groups = 8, o_rank = 1024, cols = 4096;  // Flash wo_a
-  const Fp8Linear wo_a = store.fp8("wo_a_bulk", groups * o_rank, cols, rng);
-  PairF o = put(b, rng.normals(rows * groups * cols));
-  PairF og = zeros(b, rows * groups * o_rank);
-  b.cpu->grouped_wo_a(wo_a, o[kCpu], rows, groups, true, og[kCpu]);
-  check("grouped_wo_a Flash", groups * o_rank, get(b, og, kCpu), [&](int n, float* yp) {
-    cuda::grouped_wo_a_with(*b.gpu, TcGemvKernel::bulk, wo_a, o[kGpu], n, groups, true, yp);
   });
 }
 

@@ -49,7 +49,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/expert_fp4_gemm_walk.cuh"
-#include "kernels/cuda/mbarrier_ring.cuh"
+#include "kernels/cuda/sm90a/mbarrier_ring.cuh"
 
 namespace dsv4::cuda::fp4_gemm {
 

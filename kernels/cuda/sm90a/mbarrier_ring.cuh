@@ -3,8 +3,7 @@
 // completes when its pending arrivals reach zero and its transaction count (bytes expected
 // by expect_tx, retired by the bulk copies' complete_tx) is zero; a waiter names the phase
 // by its parity (the n-th completion has parity n & 1). Used by the wgmma prefill kernel's
-// ring (sm90a/expert_fp4_wgmma.cu WgmmaTmaPolicy) and the bulk GEMV (gemv_bulk.cuh); plain
-// sm_90 instructions, so any compute capability 9.0 build may include it.
+// ring (expert_fp4_wgmma.cu WgmmaTmaPolicy).
 #pragma once
 #include <cuda_runtime.h>
 
