@@ -2,13 +2,10 @@
 // order, split-KV ("flash decoding"). The index row is cut into splits of kSplit entries,
 // a constant, so the splits and every reduction order depend on index positions only,
 // never on the row count (SPECDECODE.md §6.3 R-I3).
-// Pass 1, one block per (row, group of G heads, split): the split's kv rows are loaded
-// once into shared memory and serve every head of the group (K = V is one latent row
-// shared by all heads); it writes the split's max m_s, sum l_s = Σ e^(l_k - m_s) and
-// unnormalized o_s = Σ e^(l_k - m_s) kv_k, k ascending. G (heads a block, one warp each)
-// changes only how the work is shared out, never an operation's inputs or order: a logit is
-// its lane's dim chain then the fixed lane tree, the statistics one lane a key, o_s one
-// thread a dim over the keys ascending, so every G gives the same bits.
+// Pass 1, one block per (row, group of kGroup heads, split): the split's kv rows are
+// loaded once into shared memory and serve every head of the group (K = V is one latent
+// row shared by all heads); it writes the split's max m_s, sum l_s = Σ e^(l_k - m_s) and
+// unnormalized o_s = Σ e^(l_k - m_s) kv_k, k ascending.
 // Pass 2, one block per (row, head, dim slice): M = max(sink, m_s...) (D12),
 // o = Σ_s e^(m_s - M) o_s / (Σ_s e^(m_s - M) l_s + e^(sink - M)), splits ascending.
 // -1 index entries are skipped (law 3); a split of pads only has m_s = -inf and is skipped
@@ -28,15 +25,11 @@ namespace dsv4 {
 namespace {
 
 constexpr int kSplit = cuda::kWarp;   // index entries per split: one per lane
-// Heads a block (one warp each in the softmax). 4, not 8: a Flash layer at 4,096 positions
-// has 5 (ratio 128) or 20 (ratio 4) splits a row, so 8 heads a block gave 40-160 blocks of
-// ~11 us each (ncu, thirteenth session): latency-bound, a third of the machine idle at 40.
-// 4 halves a block's work and doubles the blocks (3 resident a multiprocessor at dim 512).
-constexpr int kGroup = 4;
+constexpr int kGroup = 8;             // heads per block: one per warp in the softmax
 constexpr int kThreads = kGroup * cuda::kWarp;
-constexpr int kKeysPerWarp = kSplit / kGroup;  // logits micro-tile: kGroup heads x 8 keys
-constexpr int kMaxDim = 1024;                  // the head dim the kernel takes
-constexpr int kMaxCols = kMaxDim / kThreads;   // dims per thread in the PV product
+constexpr int kKeysPerWarp = kSplit / kGroup;  // logits micro-tile: kGroup heads x 4 keys
+constexpr int kMaxCols = 4;           // dims per thread in the PV product
+constexpr int kMaxDim = kMaxCols * kThreads;
 constexpr int kCombineThreads = 128;
 constexpr int kCombineAhead = 16;  // splits whose loads the combine has in flight at once
 constexpr int64_t kPartialFloats = int64_t{1} << 23;  // 32 MB of o_s per launch (rows chunked)
@@ -158,15 +151,11 @@ sink_split_kernel(const float* q, int rows, int heads, int dim, const float* kv,
     for (int c = 0; c < kMaxCols; ++c)
 #pragma unroll
       for (int h = 0; h < kGroup; ++h) o[c][h] = 0.0f;
-    static_assert(kGroup % 4 == 0, "the weights of a key are read as float4");
     for (int k = 0; k < kSplit; ++k) {
       if (!valid[k]) continue;  // uniform: law 3
-      float e[kGroup];
-#pragma unroll
-      for (int q = 0; q < kGroup / 4; ++q) {
-        const float4 v = reinterpret_cast<const float4*>(p + k * kGroup)[q];
-        e[4 * q] = v.x, e[4 * q + 1] = v.y, e[4 * q + 2] = v.z, e[4 * q + 3] = v.w;
-      }
+      const float4 e0 = reinterpret_cast<const float4*>(p + k * kGroup)[0];
+      const float4 e1 = reinterpret_cast<const float4*>(p + k * kGroup)[1];
+      const float e[kGroup] = {e0.x, e0.y, e0.z, e0.w, e1.x, e1.y, e1.z, e1.w};
 #pragma unroll
       for (int c = 0; c < kMaxCols; ++c) {
         const int i = threadIdx.x + kThreads * c;
