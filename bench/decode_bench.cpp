@@ -32,6 +32,7 @@
 #include "base/error.h"
 #include "bench/int_list.h"
 #include "bench/json_file.h"
+#include "bench/knockout.h"
 #include "bench/prefill_rows.h"
 #include "bench/timing.h"
 #include "bench/scripted_rounds.h"
@@ -97,6 +98,9 @@ int run(int argc, char** argv) {
       ("no-cuda-graphs", "run every plain step op by op instead of as a captured CUDA graph (to compare)")
       ("no-cuda-pdl", "launch each kernel after the previous one has ended, without Programmatic Dependent "
                       "Launch (to compare; the run config's cuda_pdl: false)")
+      ("knockout", "after the plain rows, at the last --contexts position: the step re-timed with each "
+                   "kernel's nodes disabled in the step graph, one kernel at a time (what each costs on the "
+                   "critical path; needs the cuda backend with graphs; bench/README.md)")
       ("profiler-steps", "after the plain rows, N more plain steps at the last --contexts position inside "
                          "a profiler range (cudaProfilerStart/Stop), for `ncu --profile-from-start off` "
                          "(bench/README.md); 0: none", cxxopts::value<int>()->default_value("0"))
@@ -251,6 +255,14 @@ int run(int argc, char** argv) {
   std::printf("plain steps: %s; %lld replayed, %lld captured, %lld run op by op; kernels launched %s\n",
               plain_path.c_str(), static_cast<long long>(path.replays), static_cast<long long>(path.captures),
               static_cast<long long>(path.plain), pdl ? "with PDL" : "without PDL");
+  Knockout knockout;
+  const int64_t knockout_ctx = contexts.back();
+  if (args.count("knockout")) {
+    knockout = knock_out_kernels(*ops, warmup, steps,
+                                 [&] { plain->fill_for_benchmark(knockout_ctx, 0xC0FFEEu + knockout_ctx); },
+                                 [&] { plain_step(*plain, *ops); });
+    print_knockout(knockout, knockout_ctx);
+  }
   if (verify) {
     if (!plain_ms.count(verify_ctx)) {
       plain->fill_for_benchmark(verify_ctx, 0xC0FFEEu + verify_ctx);
@@ -398,6 +410,7 @@ int run(int argc, char** argv) {
       out["spec_rows"].push_back(j);
     }
   }
+  if (!knockout.rows.empty()) out["knockout"] = knockout_json(knockout, knockout_ctx);
   if (args.count("json")) {
     const std::string path = args["json"].as<std::string>();
     write_json_file(path, out);

@@ -59,6 +59,12 @@ class StepGraphs {
   // The graph of key (after next() said replay, or after store()).
   Graph& graph(const StepKey& key) { return entry(key).graph; }
   StepGraphCounts counts() const { return counts_; }
+  // f(graph) for every graph held.
+  template <class F>
+  void for_each_graph(F&& f) const {
+    for (const Entry& e : entries_)
+      if (e.captured) f(e.graph);
+  }
   size_t graphs_held() const {
     return static_cast<size_t>(std::count_if(entries_.begin(), entries_.end(),
                                              [](const Entry& e) { return e.captured.has_value(); }));

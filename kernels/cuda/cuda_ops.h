@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -31,28 +32,35 @@ struct GemmProblem;
 class LtGemm;
 }
 
-// Move-only owner of an instantiated CUDA graph (StepGraphs' Graph).
+// Move-only owner of an instantiated CUDA graph (StepGraphs' Graph) and of the graph it
+// was instantiated from (whose nodes name the instance's: kernels/step_knockout.h).
 class GraphExec {
  public:
   GraphExec() = default;
-  explicit GraphExec(cudaGraphExec_t e) : exec_(e) {}
-  GraphExec(GraphExec&& o) noexcept : exec_(std::exchange(o.exec_, nullptr)) {}
+  GraphExec(cudaGraphExec_t e, cudaGraph_t source) : exec_(e), source_(source) {}
+  GraphExec(GraphExec&& o) noexcept
+      : exec_(std::exchange(o.exec_, nullptr)), source_(std::exchange(o.source_, nullptr)) {}
   GraphExec& operator=(GraphExec&& o) noexcept {
     if (this != &o) {
-      if (exec_) cudaGraphExecDestroy(exec_);
+      release();
       exec_ = std::exchange(o.exec_, nullptr);
+      source_ = std::exchange(o.source_, nullptr);
     }
     return *this;
   }
   GraphExec(const GraphExec&) = delete;
   GraphExec& operator=(const GraphExec&) = delete;
-  ~GraphExec() {
-    if (exec_) cudaGraphExecDestroy(exec_);
-  }
+  ~GraphExec() { release(); }
   cudaGraphExec_t get() const { return exec_; }
+  cudaGraph_t source() const { return source_; }
 
  private:
+  void release() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (source_) cudaGraphDestroy(source_);
+  }
   cudaGraphExec_t exec_ = nullptr;
+  cudaGraph_t source_ = nullptr;
 };
 
 class CudaOps final : public Ops {
@@ -204,6 +212,8 @@ class CudaOps final : public Ops {
 
   void run_step(const StepKey& key, const std::function<void()>& body) override;
   StepGraphCounts step_graph_counts() const override { return graphs_.counts(); }
+  // f(graph) for every step graph held now (kernels/step_knockout.h).
+  void for_each_step_graph(const std::function<void(const GraphExec&)>& f) const { graphs_.for_each_graph(f); }
   void on_line(int line) override;
   void join_lines() override;
 

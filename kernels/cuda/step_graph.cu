@@ -86,13 +86,13 @@ GraphExec CudaOps::capture(const StepKey& key, const std::function<void()>& body
   }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-  cudaGraphDestroy(graph);
   if (made != cudaSuccess) {
+    cudaGraphDestroy(graph);
     cudaGetLastError();
     throw Error(cat("backend cuda: instantiating the graph of ", step_name(key), " failed: ",
                     cudaGetErrorName(made), " (", cudaGetErrorString(made), ")"));
   }
-  return GraphExec(exec);
+  return GraphExec(exec, graph);  // the graph kept: its nodes name the instance's
 }
 
 void CudaOps::allow_smem(const void* kernel, size_t bytes) {

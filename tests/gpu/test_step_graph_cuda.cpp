@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/forwarding_ops.h"
+#include "kernels/step_knockout.h"
 #include "tests/unit/stage/stage_harness.h"
 
 namespace dsv4::test {
@@ -133,6 +134,42 @@ TEST_CASE("cuda graphs: replayed plain decode steps equal steps op by op, bit fo
   check_same_caches(graphs.stage, one_line.stage, kMaxSeq);
   const StepGraphCounts last = graphs.ops->step_graph_counts();
   CHECK(last.replays > first.replays);  // the late positions were replayed too
+}
+
+// The knockout (kernels/step_knockout.h, dsv4-bench-decode --knockout): the held step
+// graph's kernels are listed by name, and disabling one changes what a step computes, while
+// disabling then re-enabling it changes nothing. Three runs walk the same positions; at the
+// third step (a replay) run b has embed_kernel disabled (every step embeds its token: the
+// step then reads the previous token's h), run c has it disabled and re-enabled.
+TEST_CASE("cuda graphs: the knockout lists a step graph's kernels and switches one off and back") {
+  Checkpoint ckpt(tiny_dir());
+  const std::vector<int32_t> ids = random_tokens(32, ckpt.config().vocab_size, 4242);
+  GraphRun a(ckpt, true), b(ckpt, true), c(ckpt, true);
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 9);
+  for (GraphRun* r : {&a, &b, &c}) r->stage.prefill(prompt, r->h.data(), nullptr);
+  CHECK(step_graph_kernels(*a.ops).empty());  // nothing captured yet
+  for (int i = 9; i < 11; ++i)  // the warm-up, then the capture
+    for (GraphRun* r : {&a, &b, &c}) r->decode(ids[i]);
+  const std::vector<StepKernel> kernels = step_graph_kernels(*b.ops);
+  REQUIRE(!kernels.empty());
+  const auto embed = std::find_if(kernels.begin(), kernels.end(), [](const StepKernel& k) { return k.name == "embed_kernel"; });
+  REQUIRE(embed != kernels.end());
+  CHECK(embed->nodes == 1);
+  for (const StepKernel& k : kernels) {
+    INFO(k.name);
+    CHECK(k.name.find('(') == std::string::npos);  // kernel_base_name's form
+    CHECK(k.name.find("::") == std::string::npos);
+    CHECK(k.nodes >= 1);
+  }
+  set_step_kernel_enabled(*b.ops, "embed_kernel", false);
+  set_step_kernel_enabled(*c.ops, "embed_kernel", false);
+  set_step_kernel_enabled(*c.ops, "embed_kernel", true);
+  const std::vector<float> want = a.decode(ids[11]);
+  CHECK(!same_bits(b.decode(ids[11]), want));
+  CHECK(same_bits(c.decode(ids[11]), want));
+  CHECK(c.ops->step_graph_counts().replays == 1);  // the switched graph itself was replayed
+  CHECK_THROWS_WITH_AS(set_step_kernel_enabled(*a.ops, "no_such_kernel", false),
+                       doctest::Contains("no step graph held has kernel 'no_such_kernel'"), Error);
 }
 
 // Law 4 (SPECDECODE R-I3) against the graph path: verify rounds of T rows, issued op by

@@ -1,0 +1,41 @@
+// kernel_base_name (kernels/step_knockout.h): host logic, shared by the backends.
+#include "kernels/step_knockout.h"
+
+#include <cctype>
+
+namespace dsv4 {
+
+std::string kernel_base_name(const std::string& demangled) {
+  std::string name = demangled;
+  for (const std::string& anon : {std::string("(anonymous namespace)::"), std::string("<unnamed>::")})
+    for (size_t at; (at = name.find(anon)) != std::string::npos;) name.erase(at, anon.size());
+  std::string out;
+  int depth = 0;
+  for (const char ch : name) {  // up to the parameter list; scopes and the return type cut at depth 0
+    if (ch == '(' && depth == 0) break;
+    if (ch == '<') ++depth;
+    if (ch == '>') --depth;
+    if (depth == 0 && ch == ' ') {
+      out.clear();  // a return type ("void") before the name
+    } else if (ch != ' ') {
+      out += ch;
+    }
+    if (depth == 0 && out.size() >= 2 && out.compare(out.size() - 2, 2, "::") == 0) out.clear();  // a namespace
+  }
+  // Namespaces inside the template arguments too ('dsv4::cuda::TcFp8Run' -> 'TcFp8Run', as ncu prints them).
+  std::string bare;
+  size_t word = 0;  // where the current identifier starts in bare
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out.compare(i, 2, "::") == 0) {
+      bare.erase(word);
+      ++i;
+      continue;
+    }
+    const char ch = out[i];
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) word = bare.size() + 1;
+    bare += ch;
+  }
+  return bare;
+}
+
+}  // namespace dsv4
