@@ -101,6 +101,8 @@ int run(int argc, char** argv) {
       ("knockout", "after the plain rows, at the last --contexts position: the step re-timed with each "
                    "kernel's nodes disabled in the step graph, one kernel at a time (what each costs on the "
                    "critical path; needs the cuda backend with graphs; bench/README.md)")
+      ("knockout-skip", "kernels --knockout leaves on (comma-separated names as it prints them)",
+       cxxopts::value<std::string>()->default_value(""))
       ("profiler-steps", "after the plain rows, N more plain steps at the last --contexts position inside "
                          "a profiler range (cudaProfilerStart/Stop), for `ncu --profile-from-start off` "
                          "(bench/README.md); 0: none", cxxopts::value<int>()->default_value("0"))
@@ -258,7 +260,11 @@ int run(int argc, char** argv) {
   Knockout knockout;
   const int64_t knockout_ctx = contexts.back();
   if (args.count("knockout")) {
-    knockout = knock_out_kernels(*ops, warmup, steps,
+    std::vector<std::string> skip;
+    std::stringstream list(args["knockout-skip"].as<std::string>());
+    for (std::string name; std::getline(list, name, ',');)
+      if (!name.empty()) skip.push_back(name);
+    knockout = knock_out_kernels(*ops, warmup, steps, skip,
                                  [&] { plain->fill_for_benchmark(knockout_ctx, 0xC0FFEEu + knockout_ctx); },
                                  [&] { plain_step(*plain, *ops); });
     print_knockout(knockout, knockout_ctx);

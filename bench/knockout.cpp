@@ -31,8 +31,8 @@ class KernelOff {
 
 }  // namespace
 
-Knockout knock_out_kernels(Ops& ops, int warmup, int steps, const std::function<void()>& refill,
-                           const std::function<void()>& step) {
+Knockout knock_out_kernels(Ops& ops, int warmup, int steps, const std::vector<std::string>& skip,
+                           const std::function<void()>& refill, const std::function<void()>& step) {
   auto timed = [&](const std::string* off) {
     refill();
     for (int i = 0; i < std::max(warmup, 2); ++i) step();  // >= 2: a moved memory's warm-up and capture
@@ -47,6 +47,8 @@ Knockout knock_out_kernels(Ops& ops, int warmup, int steps, const std::function<
     throw Error(cat("--knockout: backend ", ops.name(), " holds no step graph (it needs the cuda backend with "
                     "CUDA graphs on)"));
   for (const StepKernel& k : kernels) {
+    if (std::find(skip.begin(), skip.end(), k.name) != skip.end()) continue;
+    std::fprintf(stderr, "knockout: %s (%d nodes) ...\n", k.name.c_str(), k.nodes);
     const double ms = timed(&k.name);
     out.rows.push_back({k.name, k.nodes, ms, out.step_ms - ms});
   }

@@ -157,8 +157,9 @@ TEST_CASE("cuda graphs: the knockout lists a step graph's kernels and switches o
   CHECK(embed->nodes == 1);
   for (const StepKernel& k : kernels) {
     INFO(k.name);
-    CHECK(k.name.find('(') == std::string::npos);  // kernel_base_name's form
-    CHECK(k.name.find("::") == std::string::npos);
+    CHECK(k.name.find("::") == std::string::npos);  // kernel_base_name's form: no namespace,
+    CHECK(k.name.find(' ') == std::string::npos);   // no space, no parameter list
+    CHECK(k.name.back() != ')');
     CHECK(k.nodes >= 1);
   }
   set_step_kernel_enabled(*b.ops, "embed_kernel", false);
