@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "base/error.h"
 #include "bench/timing.h"
@@ -36,8 +37,8 @@ Knockout knock_out_kernels(Ops& ops, int warmup, int steps, const std::vector<st
   auto timed = [&](const std::string* off) {
     refill();
     for (int i = 0; i < std::max(warmup, 2); ++i) step();  // >= 2: a moved memory's warm-up and capture
-    if (!off) return median(time_steps(0, steps, step));
-    const KernelOff k(ops, *off);
+    std::optional<KernelOff> k;
+    if (off) k.emplace(ops, *off);
     return median(time_steps(0, steps, step));
   };
   Knockout out;

@@ -11,7 +11,7 @@ std::string kernel_base_name(const std::string& demangled) {
     for (size_t at; (at = name.find(anon)) != std::string::npos;) name.erase(at, anon.size());
   std::string out;
   int depth = 0;
-  for (const char ch : name) {  // up to the parameter list; scopes and the return type cut at depth 0
+  for (const char ch : name) {  // up to the parameter list; the return type cut at depth 0
     if (ch == '(' && depth == 0) break;
     if (ch == '<') ++depth;
     if (ch == '>') --depth;
@@ -20,9 +20,9 @@ std::string kernel_base_name(const std::string& demangled) {
     } else if (ch != ' ') {
       out += ch;
     }
-    if (depth == 0 && out.size() >= 2 && out.compare(out.size() - 2, 2, "::") == 0) out.clear();  // a namespace
   }
-  // Namespaces inside the template arguments too ('dsv4::cuda::TcFp8Run' -> 'TcFp8Run', as ncu prints them).
+  // Every namespace, the name's and those inside the template arguments ('dsv4::cuda::TcFp8Run'
+  // -> 'TcFp8Run', as ncu prints them).
   std::string bare;
   size_t word = 0;  // where the current identifier starts in bare
   for (size_t i = 0; i < out.size(); ++i) {
