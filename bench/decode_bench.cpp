@@ -33,6 +33,7 @@
 #include "bench/int_list.h"
 #include "bench/json_file.h"
 #include "bench/knockout.h"
+#include "kernels/step_knockout.h"
 #include "bench/prefill_rows.h"
 #include "bench/timing.h"
 #include "bench/scripted_rounds.h"
@@ -260,10 +261,7 @@ int run(int argc, char** argv) {
   Knockout knockout;
   const int64_t knockout_ctx = contexts.back();
   if (args.count("knockout")) {
-    std::vector<std::string> skip;
-    std::stringstream list(args["knockout-skip"].as<std::string>());
-    for (std::string name; std::getline(list, name, ',');)
-      if (!name.empty()) skip.push_back(name);
+    const std::vector<std::string> skip = split_kernel_names(args["knockout-skip"].as<std::string>());
     knockout = knock_out_kernels(*ops, warmup, steps, skip,
                                  [&] { plain->fill_for_benchmark(knockout_ctx, 0xC0FFEEu + knockout_ctx); },
                                  [&] { plain_step(*plain, *ops); });

@@ -49,8 +49,13 @@ Knockout knock_out_kernels(Ops& ops, int warmup, int steps, const std::vector<st
                     "CUDA graphs on)"));
   for (const StepKernel& k : kernels) {
     if (std::find(skip.begin(), skip.end(), k.name) != skip.end()) continue;
-    std::fprintf(stderr, "knockout: %s (%d nodes) ...\n", k.name.c_str(), k.nodes);
+    // The name goes out before the measurement and the figures after it, so a kernel whose
+    // missing outputs make a later one fault (a sticky error that ends the process) is the
+    // line without figures; the lines with figures survive such an end (bench/README.md).
+    std::fprintf(stderr, "knockout: %s (%d nodes) ... ", k.name.c_str(), k.nodes);
+    std::fflush(stderr);
     const double ms = timed(&k.name);
+    std::fprintf(stderr, "%.3f ms, saved %.3f ms\n", ms, out.step_ms - ms);
     out.rows.push_back({k.name, k.nodes, ms, out.step_ms - ms});
   }
   out.step_after_ms = timed(nullptr);

@@ -2,6 +2,8 @@
 #include "kernels/step_knockout.h"
 
 #include <cctype>
+#include <string>
+#include <vector>
 
 namespace dsv4 {
 
@@ -36,6 +38,22 @@ std::string kernel_base_name(const std::string& demangled) {
     bare += ch;
   }
   return bare;
+}
+
+std::vector<std::string> split_kernel_names(const std::string& list) {
+  std::vector<std::string> names(1);
+  int depth = 0;
+  for (const char ch : list) {
+    if (ch == '<' || ch == '(') ++depth;
+    if (ch == '>' || ch == ')') --depth;
+    if (ch == ',' && depth == 0) {
+      names.emplace_back();
+    } else {
+      names.back() += ch;
+    }
+  }
+  std::erase_if(names, [](const std::string& n) { return n.empty(); });
+  return names;
 }
 
 }  // namespace dsv4

@@ -34,4 +34,9 @@ void set_step_kernel_enabled(Ops& ops, const std::string& name, bool enabled);
 // spaces: the names of scripts/kernel_times.py's tables of ncu reports.
 std::string kernel_base_name(const std::string& demangled);
 
+// 'a,k<2,true>,b' -> {a, k<2,true>, b}: a comma-separated list of such names, split only at
+// commas outside template arguments and parentheses (the names hold commas of their own);
+// empty entries dropped.
+std::vector<std::string> split_kernel_names(const std::string& list);
+
 }  // namespace dsv4
