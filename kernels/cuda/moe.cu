@@ -548,11 +548,12 @@ void CudaOps::routed_fragment(const BlockWeights& b, const ExpertTable& table, c
     const int32_t* sel_c = sel + row0 * k;
     cuda::group_slots_act(sel_c, static_cast<int>(slots), n_experts, tiles, x + row0 * H, n_rows, H,
                           reinterpret_cast<__half*>(xq), xs, stream_);
+    // h re-quantized after the weight (§4.23) by the up kernel, chunk by chunk (FragRequant)
     const cuda::FragArgs up{MmaArgs{tiles, nullptr, k, I, H, h, wt + row0 * k, limit}, sel_c, experts,
-                            reinterpret_cast<const __half*>(xq), xs};
+                            reinterpret_cast<const __half*>(xq), xs,
+                            cuda::FragRequant{reinterpret_cast<__half*>(hq), hs,
+                                              static_cast<int32_t*>(table.arrivals.ptr)}};
     cuda::launch_expert_fp4(2, nv, cuda::kFragRing, up, tiles_max, device_, stream_);
-    // re-quantized after the weight (§4.23)
-    cuda::act_fp16_rows(h, slots, I, reinterpret_cast<__half*>(hq), hs, stream_);
     const cuda::FragArgs down{MmaArgs{tiles, nullptr, 1, H, I, ye, nullptr, 0.0f}, sel_c, experts,
                               reinterpret_cast<const __half*>(hq), hs};
     cuda::launch_expert_fp4(1, nv, cuda::kFragRing, down, tiles_max, device_, stream_);
