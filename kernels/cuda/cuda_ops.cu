@@ -88,10 +88,7 @@ CudaOps::~CudaOps() {
   graphs_ = StepGraphs<GraphExec>{};  // the graphs go before the memory they point to
   for (auto& [key, r] : weights_) cudaFree(r.ptr);
   for (auto& [key, r] : ropes_) cudaFree(r.ptr);
-  for (auto& [key, e] : experts_) {
-    cudaFree(e.table.ptr);
-    cudaFree(e.arrivals.ptr);
-  }
+  for (auto& [key, e] : experts_) cudaFree(e.table.ptr);
   for (auto& [key, r] : hash_tables_) cudaFree(r.ptr);
   for (auto& line : scratch_)
     for (auto& s : line) cudaFree(s.ptr);

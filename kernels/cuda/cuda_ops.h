@@ -366,7 +366,6 @@ class CudaOps final : public Ops {
     Resident table;
     int inter;  // the common expert width I
     ExpertArm arm;
-    Resident arrivals{};  // native: the up kernel's chunk arrival counts (cuda::FragRequant), zeros
   };
   std::map<Key, ExpertTable> experts_;  // keyed by expert 0's w1 bytes
   std::map<const uint8_t*, ExpertArm> expert_layout_;  // a projection's device codes -> the arm of their layout

@@ -87,14 +87,27 @@ __global__ void mxfp4_codes_over_kernel(const uint8_t* scales, int64_t n, int* b
 
 // ---- activations ----
 
-// One warp per (row, 128-block): act_fp16_block.
+// One warp per (row, 128-block): §4.9 (cuda::act_quant128), then each lane's 4 values to
+// their B-order places (kKOrder: their K places; expert_fp4.cuh act_fp16_rows).
 template <bool kKOrder>
 __global__ void act_fp16_kernel(const float* x, int64_t rows, int64_t K, __half* q, float* s) {
   cuda::pdl_wait();
   cuda::pdl_launch_dependents();
   __shared__ float vals[kThreads / kWarp][kChunk];
-  act_fp16_warps<kKOrder>(x, rows, K, q, s, blockIdx.x * int64_t{blockDim.x / kWarp} + threadIdx.x / kWarp,
-                          int64_t{gridDim.x} * (blockDim.x / kWarp), vals[threadIdx.x / kWarp]);
+  const int lane = threadIdx.x % kWarp, wib = threadIdx.x / kWarp;
+  const int64_t blocks = K / kChunk, warps = int64_t{gridDim.x} * (blockDim.x / kWarp);
+  for (int64_t w = blockIdx.x * int64_t{blockDim.x / kWarp} + wib; w < rows * blocks; w += warps) {
+    const int64_t r = w / blocks, c = w % blocks;
+    const float scale = act_quant128(x + r * K + c * kChunk, vals[wib]);  // the lane's own 4 elements
+    if (lane == 0) s[w] = scale;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int e = i * kWarp + lane, st = e / 16, slot = e % 16;
+      const int t = (slot % 8) / 2, at = kKOrder ? e : t * 32 + st * 4 + (slot / 8) * 2 + slot % 2;
+      q[r * K + c * kChunk + at] = __float2half_rn(vals[wib][e]);  // an e4m3 value: exact
+    }
+    __syncwarp();  // vals is rewritten by the warp's next block
+  }
 }
 
 // ---- the expert kernel ----
@@ -316,34 +329,6 @@ __device__ inline void frag_chunk(const FragSlot<NV>& in, float (&acc)[kSets][4]
   for (int j = 0; j < kSets; ++j) frag_chunk_scaled<NV>(in.act_scale, chunk[j], acc[j]);
 }
 
-// After an up item's epilogue (FragRequant): the last of the 8 items of its tile's 128-row
-// chunk to arrive re-quantizes that chunk of each of the tile's slots, a warp a slot
-// (kMmaCols == kWarps), and puts the chunk's arrival count back to zero for the next
-// launch. Each thread's h stores are fenced before the block arrives and the last block
-// reads them from L2 (the programming guide's __threadfence() pattern for a last block).
-// vals: 128 floats a warp of shared memory that is free here.
-__device__ inline void requant_on_last(const FragArgs& a, const int32_t* slots, int64_t tile, int64_t m0,
-                                       float* vals) {
-  constexpr int kItemsAChunk = kChunk / kMmaRows;
-  static_assert(kMmaCols == kWarps, "a warp a slot");
-  __shared__ bool last;
-  const int64_t chunks = a.mma.m / kChunk, c = m0 / kChunk;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t* n = a.requant.arrivals + tile * chunks + c;
-    last = atomicAdd(n, 1) == kItemsAChunk - 1;
-    if (last) *n = 0;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const int warp = threadIdx.x / kWarp;
-  const int32_t slot = slots[warp];
-  if (slot >= 0)
-    act_fp16_block<false, true>(a.mma.out, slot, c, a.mma.m, a.requant.q, a.requant.s, vals + warp * kChunk);
-}
-
 // part: the 8 warps' accumulators of one item (two sets); then each warp's ring; v1: then
 // the block's item table.
 template <int NW, bool NV, int S, bool kTable>
@@ -389,10 +374,9 @@ __global__ void __launch_bounds__(kThreads, 2) expert_fp4_kernel(FragArgs a) {
     Fp4W scale_2[NW];  // tile_epilogue's weight_scale_2
 #pragma unroll
     for (int j = 0; j < NW; ++j) scale_2[j].scale_2 = it.scale_2[j];
-    const int64_t item = blockIdx.x + int64_t{n} * gridDim.x, m0 = item % walk.m_tiles * kItemRows<NW>;
+    const int64_t m0 = (blockIdx.x + int64_t{n} * gridDim.x) % walk.m_tiles * kItemRows<NW>;
     if constexpr (NW == 2) {
       tile_epilogue<2>(a.mma, it.slots, scale_2, m0, acc, part);
-      if (a.requant.q != nullptr) requant_on_last(a, it.slots, item / walk.m_tiles, m0, &part[0][0][0][0]);
     } else {  // the item's two 16-row blocks, one after the other through part's first half
       using Part1 = float[kWarps][1][4][kWarp];
       using Acc1 = const float[1][4];

@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "kernels/cuda/moe_experts.cuh"
-#include "kernels/cuda/quant.cuh"
 
 namespace dsv4::cuda {
 
@@ -287,42 +286,7 @@ enum class ActOrder { fragment, k };
 void act_fp16_rows(const float* x, int64_t rows, int64_t K, __half* q, float* s, cudaStream_t stream,
                    ActOrder order = ActOrder::fragment);
 
-// One warp: row r's 128-block c of x (its w = r K / 128 + c) as act_fp16_rows writes it
-// (§4.9, cuda::act_quant128; vals: the warp's 128 floats of shared memory), lane t's 4
-// values to their B-order places (kKOrder: their K places). kFromL2: x read past L1.
-template <bool kKOrder, bool kFromL2 = false>
-__device__ inline void act_fp16_block(const float* x, int64_t r, int64_t c, int64_t K, __half* q, float* s,
-                                      float* vals) {
-  const int lane = threadIdx.x % kWarp;
-  const float scale = act_quant128<kFromL2>(x + r * K + c * kKChunk, vals);  // the lane's own 4 elements
-  if (lane == 0) s[r * (K / kKChunk) + c] = scale;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int e = i * kWarp + lane, st = e / 16, slot = e % 16;
-    const int t = (slot % 8) / 2, at = kKOrder ? e : t * 32 + st * 4 + (slot / 8) * 2 + slot % 2;
-    q[r * K + c * kKChunk + at] = __float2half_rn(vals[e]);  // an e4m3 value: exact
-  }
-  __syncwarp();  // vals is rewritten by the warp's next block
-}
-
-// Warp `warp` of `warps` takes the blocks w = warp, warp + warps, ... of x [rows, K].
-template <bool kKOrder>
-__device__ inline void act_fp16_warps(const float* x, int64_t rows, int64_t K, __half* q, float* s, int64_t warp,
-                                      int64_t warps, float* vals) {
-  const int64_t blocks = K / kKChunk;
-  for (int64_t w = warp; w < rows * blocks; w += warps) act_fp16_block<kKOrder>(x, w / blocks, w % blocks, K, q, s, vals);
-}
-
 // ---- the expert kernel ----
-
-// The up projection's output re-quantized by the up kernel itself (§4.23: h after the
-// weight, as act_fp16_rows(out, slots, m) would write it), so no launch stands between up
-// and down (issue 12). arrivals: [max tiles, m / 128] zeros, left zero by every launch.
-struct FragRequant {
-  __half* q = nullptr;  // null: none (the caller quantizes)
-  float* s = nullptr;
-  int32_t* arrivals = nullptr;
-};
 
 struct FragArgs {
   MmaArgs mma;                 // tiles, act_div, m, k, out, wt, limit (mma.act unused)
@@ -330,7 +294,6 @@ struct FragArgs {
   const ExpertFrag* experts;   // [n_experts], relaid
   const __half* act;           // act_fp16_rows of the activation rows
   const float* act_scale;      // [rows, K / 128]
-  FragRequant requant{};       // up (nw 2) only
 };
 
 // The engine's ring (CudaOps::moe): 2 slots of 4.3 KiB (2 KiB of them weights) a warp:

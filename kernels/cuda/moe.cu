@@ -53,8 +53,11 @@ using cuda::swiglu;  // §4.23 steps 2-4 on one element (swiglu.cuh)
 // One block: experts in ascending id, each one's slots in ascending order (a fixed order;
 // ids outside [0, n_experts) join no tile). Shared memory: sel [slots], first tile [n_experts].
 // experts null: t.w is not written (the fragment kernel finds a tile's expert by sel).
-__device__ void group_slots_block(const int32_t* sel, int slots, const cuda::ExpertW* experts, int n_experts,
-                                  Tiles t) {
+__global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* sel, int slots,
+                                                               const cuda::ExpertW* experts, int n_experts,
+                                                               Tiles t) {
+  cuda::pdl_wait();
+  cuda::pdl_launch_dependents();
   using Scan = cub::BlockScan<int, kThreads>;
   __shared__ typename Scan::TempStorage scan;
   extern __shared__ int32_t smem[];
@@ -88,29 +91,6 @@ __device__ void group_slots_block(const int32_t* sel, int slots, const cuda::Exp
       }
     for (; j % kCols != 0; ++j) out[j] = -1;
   }
-}
-
-__global__ void __launch_bounds__(kThreads) group_slots_kernel(const int32_t* sel, int slots,
-                                                               const cuda::ExpertW* experts, int n_experts,
-                                                               Tiles t) {
-  cuda::pdl_wait();
-  cuda::pdl_launch_dependents();
-  group_slots_block(sel, slots, experts, n_experts, t);
-}
-
-// The fragment arm's two steps before its up projection in one launch (issue 12: each launch
-// on the MoE's chain cost the decode step microseconds, 2026-12-03's knockout): block 0
-// groups the slots (no t.w), blocks 1.. quantize x as act_fp16_rows (fragment order).
-__global__ void __launch_bounds__(kThreads) group_slots_act_kernel(const int32_t* sel, int slots, int n_experts,
-                                                                   Tiles t, const float* x, int64_t rows, int64_t K,
-                                                                   __half* q, float* s) {
-  cuda::pdl_wait();
-  cuda::pdl_launch_dependents();
-  __shared__ float vals[kWarps][kChunk];
-  if (blockIdx.x == 0) return group_slots_block(sel, slots, nullptr, n_experts, t);
-  const int warp = threadIdx.x / cuda::kWarp;
-  cuda::act_fp16_warps<false>(x, rows, K, q, s, (blockIdx.x - 1) * int64_t{kWarps} + warp,
-                              (gridDim.x - 1) * int64_t{kWarps}, vals[warp]);
 }
 
 // A warp's weight runs of one group: chunks c, c + 8, ..., c + 8 (A - 1) of rows m0 + g
@@ -326,14 +306,6 @@ void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_ex
   cuda::launch(group_slots_kernel, 1, kThreads, smem, stream, sel, slots, experts, n_experts, t);
 }
 
-void group_slots_act(const int32_t* sel, int slots, int n_experts, const Tiles& t, const float* x, int64_t rows,
-                     int64_t K, __half* q, float* s, cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(slots + n_experts) * sizeof(int32_t);
-  const int act_blocks = blocks_for(rows * (K / kChunk) * cuda::kWarp, kThreads);
-  cuda::launch(group_slots_act_kernel, 1 + act_blocks, kThreads, smem, stream, sel, slots, n_experts, t, x, rows, K,
-               q, s);
-}
-
 void check_experts(const BlockWeights& b, int k, int hidden, const Numerics& num) {
   // Before the table's build (CudaOps::expert_table relays the bytes): a width the kernels
   // cannot tile is refused here, by its widths, not by the relayout. No experts: inter 0,
@@ -416,15 +388,7 @@ const CudaOps::ExpertTable& CudaOps::expert_table(const BlockWeights& b, int hid
   }
   for (const cuda::ExpertW& e : host)
     for (const cuda::Fp4W* w : {&e.w1, &e.w3, &e.w2}) expert_layout_.emplace(w->packed, arm);
-  Resident arrivals{};
-  if (arm == ExpertArm::native) {  // the most tiles a pass of kMoeChunk rows can need (routed_fragment)
-    const std::vector<int32_t> zeros(
-        static_cast<size_t>(cuda::max_tiles(int64_t{kMoeChunk} * kMaxK, static_cast<int64_t>(host.size())) *
-                            (width / kChunk)),
-        0);
-    arrivals = Resident{device_copy(zeros.data(), zeros.size() * sizeof(int32_t)), zeros.size() * sizeof(int32_t)};
-  }
-  return experts_.emplace(key, ExpertTable{table, static_cast<int>(width), arm, arrivals}).first->second;
+  return experts_.emplace(key, ExpertTable{table, static_cast<int>(width), arm}).first->second;
 }
 
 void CudaOps::moe(const BlockWeights& b, const float* x, int rows, const int32_t* sel, const float* wt,
@@ -546,14 +510,13 @@ void CudaOps::routed_fragment(const BlockWeights& b, const ExpertTable& table, c
     const int64_t n_rows = std::min<int64_t>(C, rows - row0), slots = n_rows * k;
     const int64_t tiles_max = max_tiles(slots, n_experts);
     const int32_t* sel_c = sel + row0 * k;
-    cuda::group_slots_act(sel_c, static_cast<int>(slots), n_experts, tiles, x + row0 * H, n_rows, H,
-                          reinterpret_cast<__half*>(xq), xs, stream_);
-    // h re-quantized after the weight (§4.23) by the up kernel, chunk by chunk (FragRequant)
+    cuda::group_slots(sel_c, static_cast<int>(slots), nullptr, n_experts, tiles, stream_);
+    cuda::act_fp16_rows(x + row0 * H, n_rows, H, reinterpret_cast<__half*>(xq), xs, stream_);
     const cuda::FragArgs up{MmaArgs{tiles, nullptr, k, I, H, h, wt + row0 * k, limit}, sel_c, experts,
-                            reinterpret_cast<const __half*>(xq), xs,
-                            cuda::FragRequant{reinterpret_cast<__half*>(hq), hs,
-                                              static_cast<int32_t*>(table.arrivals.ptr)}};
+                            reinterpret_cast<const __half*>(xq), xs};
     cuda::launch_expert_fp4(2, nv, cuda::kFragRing, up, tiles_max, device_, stream_);
+    // re-quantized after the weight (§4.23)
+    cuda::act_fp16_rows(h, slots, I, reinterpret_cast<__half*>(hq), hs, stream_);
     const cuda::FragArgs down{MmaArgs{tiles, nullptr, 1, H, I, ye, nullptr, 0.0f}, sel_c, experts,
                               reinterpret_cast<const __half*>(hq), hs};
     cuda::launch_expert_fp4(1, nv, cuda::kFragRing, down, tiles_max, device_, stream_);

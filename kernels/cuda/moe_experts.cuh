@@ -4,7 +4,6 @@
 // 128-element K chunk and the per-item epilogue — so the variants feed the same products
 // in the same K order and combine the same partials: their bits agree on every input.
 #pragma once
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -178,10 +177,6 @@ void launch_expert_mma(ExpertKernel kernel, int nw, int planes, const MmaArgs& a
 // experts null the tiles' w is not written (the fragment kernel reads sel instead).
 void group_slots(const int32_t* sel, int slots, const ExpertW* experts, int n_experts, const Tiles& t,
                  cudaStream_t stream);
-// group_slots without t.w (experts null) and act_fp16_rows(x, rows, K, q, s) (fragment
-// order, expert_fp4.cuh) in one launch: the native arm's steps before its up projection.
-void group_slots_act(const int32_t* sel, int slots, int n_experts, const Tiles& t, const float* x, int64_t rows,
-                     int64_t K, __half* q, float* s, cudaStream_t stream);
 // The grid of a work-list kernel: the blocks of `kKernel` (kThreads threads, kSmem bytes
 // of dynamic shared memory) that fit on the device at once (its occupancy, a property of
 // the compiled kernel, asked once), at most `items`.

@@ -49,16 +49,14 @@ __device__ inline void fp4_quant_group32(float* x) {
 }
 
 // §4.9 on one block of 128 (lane l owns x[32i + l]): q[k] = e4m3 value of the code, the
-// block scale is returned. kFromL2: x is read past L1 (ld.global.cg), for values another
-// block of the same kernel wrote (the expert kernel's requantization, expert_fp4.cu).
-template <bool kFromL2 = false>
+// block scale is returned.
 __device__ inline float act_quant128(const float* x, float* q) {
   const int lane = threadIdx.x % kWarp;
   float v[4];
   float amax = kKvAmaxFloor;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    v[i] = kFromL2 ? __ldcg(x + i * kWarp + lane) : x[i * kWarp + lane];
+    v[i] = x[i * kWarp + lane];
     amax = amax_step(amax, v[i]);
   }
   const float s = pow2ceil(warp_amax(amax) * kInv448);
